@@ -1,0 +1,18 @@
+#include "kvlm/base/json.h"
+
+#include "kvlm/base/file.h"
+
+namespace kvlm {
+
+Json parse_json(const std::string& text, const std::string& origin) {
+  try {
+    return Json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(origin + ": invalid JSON at byte " + std::to_string(e.byte) + ": " +
+                std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+  }
+}
+
+Json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }
+
+}  // namespace kvlm

@@ -1,0 +1,49 @@
+#pragma once
+// A persistent pool of worker threads. Work is split over independent output ranges only: a
+// reduction is never divided between threads, so results do not depend on the thread count
+// (batch invariance, DESIGN.md §1).
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kvlm {
+
+class ThreadPool {
+ public:
+  // n_threads includes the calling thread; 0 means the number of physical cores.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return int(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n), each chunk a multiple of `grain`
+  // (except the last), and returns when all are done. Runs inline when one chunk suffices.
+  void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+
+  // The process-wide pool used by the CPU backend; created on first use.
+  static ThreadPool& global();
+  // Sets the size of the global pool before its first use (the --threads flag).
+  static void configure_global(int n_threads);
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_cv_, done_cv_;
+  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  size_t job_n_ = 0, job_chunk_ = 0;
+  unsigned generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+// Number of physical cores (hyper-threads of one core count once).
+int physical_core_count();
+
+}  // namespace kvlm

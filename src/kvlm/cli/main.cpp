@@ -1,0 +1,52 @@
+// kvlm: entry point. Parses the verb, runs it, and turns kvlm::Error into one clear line and
+// exit status 1.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "kvlm/base/error.h"
+#include "kvlm/cli/command.h"
+
+namespace kvlm::cli {
+
+std::vector<Command>& commands() {
+  static std::vector<Command> all;
+  return all;
+}
+
+Registration::Registration(const char* name, const char* help, Setup setup) {
+  commands().push_back({name, help, std::move(setup)});
+}
+
+std::string default_model_dir() {
+  if (const char* env = std::getenv("KVLM_DEFAULT_MODEL")) return env;
+  return KVLM_DEFAULT_MODEL_DIR;
+}
+
+}  // namespace kvlm::cli
+
+int main(int argc, char** argv) {
+  using namespace kvlm::cli;
+  CLI::App app{"kvlm: an LLM inference engine and server (safetensors checkpoints, CPU backend)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kvlm 0.1.0");
+  std::map<CLI::App*, Runner> runners;
+  for (auto& cmd : commands()) {
+    CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
+    runners[sub] = cmd.setup(*sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+  } catch (const kvlm::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}
