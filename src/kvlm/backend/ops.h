@@ -1,0 +1,129 @@
+#pragma once
+// The op interface: every computation a model forward pass performs, as free functions over
+// Tensors. Model code calls only these and never reads tensor memory itself, so a CUDA backend
+// can implement the same functions for device tensors later (each op dispatches on the device of
+// its inputs; today only the CPU reference implementation in cpu/ exists).
+//
+// Conventions:
+// - Activations are f32, row-major, one row per token: [T, features].
+// - Weights stay in their stored dtype (f32/f16/bf16 or MLX affine packed) and are widened inside
+//   the kernel; no op converts a whole weight up front.
+// - Batch invariance (DESIGN.md §1): every output element is computed with a reduction order that
+//   depends only on the model's shapes, never on T, on which rows share the batch, or on the thread
+//   count. Work is split over output rows/columns only.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvlm/quant/affine.h"
+#include "kvlm/tensor/tensor.h"
+
+namespace kvlm::ops {
+
+// A linear layer's (or an embedding table's) weight [out, in], as stored in the checkpoint.
+struct Weight {
+  Tensor weight;                   // dense f32/f16/bf16 [out, in], or packed u32 [out, in*bits/32]
+  Tensor scales, biases;           // MLX affine only: [out, in/group_size], model dtype
+  std::optional<AffineSpec> quant; // set for MLX affine weights
+  Tensor bias;                     // optional additive bias [out] (any float dtype); undefined = none
+  int64_t out_features = 0, in_features = 0;
+
+  bool has_bias() const { return bias.defined(); }
+};
+
+// Builds a dense Weight from a 2-D float tensor, checking its dtype.
+Weight dense_weight(const Tensor& w, const Tensor& bias = Tensor());
+// Builds an MLX affine Weight; the unpacked input width comes from the packed shape and `spec`.
+Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& biases,
+                     const AffineSpec& spec, const Tensor& bias = Tensor());
+
+// ---- Elementwise and row ops -----------------------------------------------------------------
+
+// Rows `ids` of an embedding table: f32 [ids.size(), in_features]. Error for an id out of range.
+Tensor embedding(const Weight& table, std::span<const int32_t> ids);
+
+// y = x · Wᵀ (+ bias): x f32 [T, in] -> f32 [T, out].
+Tensor linear(const Tensor& x, const Weight& w);
+
+enum class NormWeight { kPlain, kOnePlus };  // w·x̂ (llama) or (1+w)·x̂ (gemma)
+
+// RMSNorm over the last dimension of x [rows, n]: x / sqrt(mean(x²) + eps) · w. Returns a new
+// tensor; `weight` is [n] in any float dtype.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps,
+                NormWeight kind = NormWeight::kPlain);
+
+enum class GateActivation { kSiLU, kGeluTanh };
+// act(gate) * up, elementwise over [T, n] f32.
+Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act);
+
+// x += y * scale (in place), both f32 of the same shape.
+void add_scaled_inplace(Tensor& x, const Tensor& y, float scale = 1.0f);
+// x *= scale (in place), f32.
+void scale_inplace(Tensor& x, float scale);
+// Softmax over the last dimension of f32 [rows, n]; returns a new tensor.
+Tensor softmax(const Tensor& x);
+// Rows `rows` of x [T, n]: f32 [rows.size(), n].
+Tensor gather_rows(const Tensor& x, std::span<const int32_t> rows);
+
+// ---- Rotary position embedding -----------------------------------------------------------------
+
+// The RoPE variants of transformers' ROPE_INIT_FUNCTIONS ("default", "linear", "dynamic",
+// "llama3", "yarn"). Fields unused by a type are ignored.
+struct RopeParams {
+  enum class Type { kDefault, kLinear, kDynamic, kLlama3, kYarn };
+  Type type = Type::kDefault;
+  double theta = 10000.0;
+  int rotary_dim = 0;                    // head_dim * partial_rotary_factor
+  double factor = 1.0;                   // linear, dynamic, llama3, yarn
+  int64_t max_position_embeddings = 0;   // dynamic: the trained length; yarn: for default factor
+  int64_t original_max_position_embeddings = 0;  // llama3, yarn
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  std::optional<double> attention_factor;                // yarn
+  std::optional<double> mscale, mscale_all_dim;           // yarn
+  double beta_fast = 32.0, beta_slow = 1.0;               // yarn
+  bool truncate = true;                                   // yarn
+};
+
+// Inverse frequencies (rotary_dim/2 values) and the cos/sin scaling ("attention factor") for a
+// sequence whose longest position is seq_len - 1. Only "dynamic" depends on seq_len: like
+// transformers it rescales theta once seq_len exceeds max_position_embeddings.
+struct RopeFrequencies {
+  std::vector<float> inv_freq;
+  float attention_scaling = 1.0f;
+};
+RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len);
+
+// Rotates x [T, heads, head_dim] in place, token t at position positions[t], using the
+// rotate-half (GPT-NeoX / transformers llama) pairing of dims i and i + rotary_dim/2. For
+// "dynamic" RoPE each token uses the frequencies of seq_len = its own position + 1, which equals
+// transformers' per-step behaviour in decode and keeps a token's rotation independent of the
+// batch it runs in.
+void rope_inplace(Tensor& x, std::span<const int32_t> positions, const RopeParams& p);
+
+// ---- Paged KV and attention --------------------------------------------------------------------
+
+// One layer's K or V storage in the paged pool: [num_blocks, block_size, kv_heads, head_dim] in
+// the codec dtype (f32, f16 or bf16), plus a sequence's block table (block ids in token order).
+struct PagedKV {
+  Tensor keys, values;
+  std::span<const int32_t> block_table;
+};
+
+// Encodes k, v [n, kv_heads, head_dim] (f32) into the sequence's blocks at token positions
+// start .. start+n-1.
+void kv_write(const Tensor& k, const Tensor& v, const PagedKV& kv, int64_t start);
+
+struct AttentionParams {
+  float scale = 1.0f;     // multiplies q·k
+  int64_t window = 0;     // sliding window (keys p-window+1 .. p); 0 = full causal
+};
+
+// Causal attention of one sequence's new queries q [n, heads, head_dim] (positions
+// n_past .. n_past+n-1) over its KV positions 0 .. n_past+n-1 read through the codec.
+// GQA: query head h reads kv head h / (heads / kv_heads). Returns f32 [n, heads*head_dim].
+// Each query's result depends only on its own position and the stored KV, so prefill in one shot,
+// in chunks, or token by token gives the same bits.
+Tensor attention(const Tensor& q, const PagedKV& kv, int64_t n_past, const AttentionParams& p);
+
+}  // namespace kvlm::ops

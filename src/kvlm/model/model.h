@@ -1,0 +1,71 @@
+#pragma once
+// Model: a loaded checkpoint of the llama family (LlamaForCausalLM incl. MiniCPM-style scaling,
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM) and its forward pass over a flattened
+// varlen batch (DESIGN.md §3): the new tokens of several sequences concatenated, each sequence
+// attending only to its own paged KV. Weights are borrowed from the mmapped checkpoint.
+//
+// Usage, one sequence:
+//   auto model = Model::load(dir);
+//   KVSequence seq(model->kv_pool());
+//   Batch b;  b.tokens = prompt;  b.seqs = {{&seq, 0, int32_t(prompt.size())}};
+//   Tensor logits = model->forward(b);          // [1, vocab]: the last prompt token's logits
+//   b.tokens = {next};  b.seqs = {{&seq, seq.length(), 1}};  model->forward(b);  ...
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvlm/backend/ops.h"
+#include "kvlm/kv/kv_cache.h"
+#include "kvlm/model/config.h"
+#include "kvlm/tensor/tensor.h"
+
+namespace kvlm {
+
+struct ModelLoadOptions {
+  // KV pool size in bytes; 0 = room for one sequence of min(max_position_embeddings, 32768)
+  // tokens.
+  int64_t kv_budget_bytes = 0;
+  DType kv_dtype = DType::kF32;  // KV codec: f32 (exact), f16 or bf16
+  int kv_block_size = 16;
+};
+
+// One sequence's slice of a Batch.
+struct SequenceBatchView {
+  KVSequence* kv = nullptr;  // the sequence's block table; must hold exactly n_past tokens
+  int32_t n_past = 0;        // tokens already in the KV cache
+  int32_t n_new = 0;         // new tokens of this sequence in Batch::tokens, at positions n_past+i
+};
+
+struct Batch {
+  std::vector<int32_t> tokens;          // all new tokens, sequences concatenated in `seqs` order
+  std::vector<SequenceBatchView> seqs;  // sum of n_new == tokens.size()
+  std::vector<int32_t> logit_rows;      // rows of `tokens` whose logits are wanted;
+                                        // empty = the last row of each sequence
+};
+
+class Model {
+ public:
+  // Errors: unsupported architecture, missing config fields, missing tensors or shape mismatches,
+  // each naming the file and the problem.
+  static std::unique_ptr<Model> load(const std::string& model_dir,
+                                     const ModelLoadOptions& opts = {});
+  ~Model();
+
+  const ModelConfig& config() const;
+  KVPool& kv_pool();
+
+  // Runs the batch: writes the new tokens' K/V into each sequence's blocks (and advances its
+  // length) and returns f32 logits [rows, vocab] for the requested rows, in the order of
+  // logit_rows (or of seqs when logit_rows is empty). Blocks for every sequence are reserved before
+  // any computation, so an out-of-blocks Error leaves all sequences unchanged.
+  Tensor forward(const Batch& batch);
+
+  struct Impl;
+
+ private:
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvlm
