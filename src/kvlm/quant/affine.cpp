@@ -27,6 +27,7 @@
 
 #include "kvlm/base/error.h"
 #include "kvlm/base/half.h"
+#include "kvlm/base/thread_pool.h"
 
 namespace kvlm {
 
@@ -181,6 +182,8 @@ AffineWeight affine_quantize(const Tensor& w, const AffineSpec& s, DType param_d
   check_affine_spec(s, "affine_quantize");
   check(w.ndim() >= 1 && w.is_contiguous() && w.device() == Device::kCPU,
         "affine_quantize: need a contiguous CPU tensor, got " + w.describe());
+  check(w.dtype() == DType::kF32 || w.dtype() == DType::kF16 || w.dtype() == DType::kBF16,
+        "affine_quantize: cannot quantize " + w.describe() + " (need f32, f16 or bf16)");
   round_to_dtype(0.0f, param_dtype);  // validates param_dtype before any work
   const int64_t cols = w.dim(-1);
   check(cols % s.group_size == 0, "affine_quantize: last dimension of " + w.describe() +
@@ -194,16 +197,19 @@ AffineWeight affine_quantize(const Tensor& w, const AffineSpec& s, DType param_d
   out.packed = Tensor::empty(with_last(w.shape(), words), DType::kU32);
   out.scales = Tensor::empty(with_last(w.shape(), groups), param_dtype);
   out.biases = Tensor::empty(with_last(w.shape(), groups), param_dtype);
-  std::vector<float> row(static_cast<size_t>(cols)), sc(static_cast<size_t>(groups)),
-      bi(static_cast<size_t>(groups));
-  for (int64_t r = 0; r < rows; ++r) {
-    read_f32(w, r * cols, cols, row.data());
-    for (float& v : row) v = round_to_dtype(v, param_dtype);
-    affine_quantize_row(row.data(), cols, s, param_dtype, out.packed.data<uint32_t>() + r * words,
-                        sc.data(), bi.data());
-    write_f32(sc.data(), groups, out.scales, r * groups);
-    write_f32(bi.data(), groups, out.biases, r * groups);
-  }
+  // Rows are independent, so splitting them over threads cannot change a single byte.
+  ThreadPool::global().parallel_for(size_t(rows), 16, [&](size_t r0, size_t r1) {
+    std::vector<float> row(static_cast<size_t>(cols)), sc(static_cast<size_t>(groups)),
+        bi(static_cast<size_t>(groups));
+    for (int64_t r = int64_t(r0); r < int64_t(r1); ++r) {
+      read_f32(w, r * cols, cols, row.data());
+      for (float& v : row) v = round_to_dtype(v, param_dtype);
+      affine_quantize_row(row.data(), cols, s, param_dtype,
+                          out.packed.data<uint32_t>() + r * words, sc.data(), bi.data());
+      write_f32(sc.data(), groups, out.scales, r * groups);
+      write_f32(bi.data(), groups, out.biases, r * groups);
+    }
+  });
   return out;
 }
 
