@@ -19,7 +19,16 @@
 #include "kvlm/quant/affine.h"
 #include "kvlm/tensor/tensor.h"
 
+namespace kvlm {
+class ThreadPool;
+}
+
 namespace kvlm::ops {
+
+// The pool the CPU kernels split their output ranges over: ThreadPool::global() unless a caller
+// installed another one (tests compare thread counts this way). nullptr restores the global pool.
+ThreadPool& thread_pool();
+void set_thread_pool(ThreadPool* pool);
 
 // A linear layer's (or an embedding table's) weight [out, in], as stored in the checkpoint.
 struct Weight {
@@ -59,12 +68,16 @@ Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act
 
 // x += y * scale (in place), both f32 of the same shape.
 void add_scaled_inplace(Tensor& x, const Tensor& y, float scale = 1.0f);
-// x *= scale (in place), f32.
+// x *= scale and x /= divisor (in place), f32. Both exist because x*(1/d) and x/d round
+// differently and the oracle divides where its formula divides.
 void scale_inplace(Tensor& x, float scale);
+void divide_inplace(Tensor& x, float divisor);
 // Softmax over the last dimension of f32 [rows, n]; returns a new tensor.
 Tensor softmax(const Tensor& x);
 // Rows `rows` of x [T, n]: f32 [rows.size(), n].
 Tensor gather_rows(const Tensor& x, std::span<const int32_t> rows);
+// The rows of every part (f32 [n_i, n], same n) stacked in order: f32 [sum n_i, n].
+Tensor concat_rows(const std::vector<Tensor>& parts);
 
 // ---- Rotary position embedding -----------------------------------------------------------------
 

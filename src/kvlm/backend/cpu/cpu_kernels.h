@@ -1,0 +1,42 @@
+#pragma once
+// Shared helpers of the CPU reference kernels: device and layout checks, widening of stored
+// dtypes to f32, and the one dot product every reduction uses.
+#include <cstdint>
+#include <string>
+
+#include "kvlm/backend/ops.h"
+#include "kvlm/base/error.h"
+#include "kvlm/base/half.h"
+
+namespace kvlm::cpu {
+
+// Throws unless t is a defined, contiguous CPU tensor ("<op>: ..." in the message).
+void check_cpu_contiguous(const Tensor& t, const char* op, const char* what);
+// Throws unless t is a contiguous CPU f32 tensor of rank `rank`.
+void check_f32(const Tensor& t, int rank, const char* op, const char* what);
+
+// Widens n elements of a contiguous float tensor (f32/f16/bf16), starting at element `offset`.
+void widen(const Tensor& t, int64_t offset, int64_t n, float* out);
+
+// Converts n f32 values to dtype `dt` (f32/f16/bf16, round to nearest even) at `dst`.
+void narrow(const float* src, int64_t n, DType dt, void* dst);
+
+// Row `row` of a weight as f32: a pointer into the weight itself when it is dense f32, else `buf`
+// (in_features floats) filled by widening or MLX affine dequantization.
+const float* weight_row(const ops::Weight& w, int64_t row, float* buf);
+
+// Sum of a[i]*b[i]. Eight interleaved partial sums combined in a fixed tree, then the tail: the
+// order depends only on n, which keeps results batch- and thread-invariant while letting the
+// compiler use vector registers without -ffast-math.
+inline float dot(const float* a, const float* b, int64_t n) {
+  constexpr int kLanes = 8;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += a[i + k] * b[i + k];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+}  // namespace kvlm::cpu

@@ -1,0 +1,116 @@
+// Row-wise and elementwise ops: RMSNorm, gated activations, residual adds, softmax.
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/base/thread_pool.h"
+
+namespace kvlm::ops {
+
+namespace {
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
+  check(a.shape() == b.shape(),
+        std::string(op) + ": shapes differ, " + a.describe() + " and " + b.describe());
+}
+
+// Rows per parallel task for cheap row ops.
+constexpr size_t kRowGrain = 8;
+
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kind) {
+  cpu::check_f32(x, 2, "rms_norm", "input");
+  cpu::check_cpu_contiguous(weight, "rms_norm", "weight");
+  const int64_t rows = x.dim(0), n = x.dim(1);
+  check(weight.numel() == n,
+        "rms_norm: weight " + weight.describe() + " does not match rows of " + std::to_string(n));
+  std::vector<float> w(static_cast<size_t>(n));
+  cpu::widen(weight, 0, n, w.data());
+  if (kind == NormWeight::kOnePlus)
+    for (float& v : w) v = 1.0f + v;
+  Tensor out = Tensor::empty(x.shape(), DType::kF32);
+  const float* xp = x.data<float>();
+  float* op = out.data<float>();
+  thread_pool().parallel_for(size_t(rows), kRowGrain, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const float* xr = xp + int64_t(r) * n;
+      float* yr = op + int64_t(r) * n;
+      const float mean_sq = cpu::dot(xr, xr, n) / float(n);
+      const float inv = 1.0f / std::sqrt(mean_sq + eps);
+      for (int64_t i = 0; i < n; ++i) yr[i] = w[size_t(i)] * (xr[i] * inv);
+    }
+  });
+  return out;
+}
+
+Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act) {
+  cpu::check_f32(gate, 2, "gated_activation", "gate");
+  cpu::check_f32(up, 2, "gated_activation", "up");
+  check_same_shape(gate, up, "gated_activation");
+  Tensor out = Tensor::empty(gate.shape(), DType::kF32);
+  const float* g = gate.data<float>();
+  const float* u = up.data<float>();
+  float* o = out.data<float>();
+  const int64_t n = gate.numel();
+  if (act == GateActivation::kSiLU) {
+    for (int64_t i = 0; i < n; ++i) o[i] = (g[i] / (1.0f + std::exp(-g[i]))) * u[i];
+  } else {
+    // tanh approximation of GELU ("gelu_pytorch_tanh").
+    const float k = std::sqrt(2.0f / std::numbers::pi_v<float>);
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = g[i];
+      o[i] = (0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)))) * u[i];
+    }
+  }
+  return out;
+}
+
+void add_scaled_inplace(Tensor& x, const Tensor& y, float scale) {
+  cpu::check_cpu_contiguous(x, "add", "x");
+  cpu::check_cpu_contiguous(y, "add", "y");
+  check(x.dtype() == DType::kF32 && y.dtype() == DType::kF32, "add: f32 tensors expected");
+  check_same_shape(x, y, "add");
+  float* xp = x.data<float>();
+  const float* yp = y.data<float>();
+  const int64_t n = x.numel();
+  if (scale == 1.0f) {
+    for (int64_t i = 0; i < n; ++i) xp[i] += yp[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) xp[i] += yp[i] * scale;
+  }
+}
+
+void scale_inplace(Tensor& x, float scale) {
+  cpu::check_cpu_contiguous(x, "scale", "x");
+  check(x.dtype() == DType::kF32, "scale: f32 tensor expected");
+  float* xp = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) xp[i] *= scale;
+}
+
+void divide_inplace(Tensor& x, float divisor) {
+  cpu::check_cpu_contiguous(x, "divide", "x");
+  check(x.dtype() == DType::kF32, "divide: f32 tensor expected");
+  float* xp = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) xp[i] /= divisor;
+}
+
+Tensor softmax(const Tensor& x) {
+  cpu::check_f32(x, 2, "softmax", "input");
+  const int64_t rows = x.dim(0), n = x.dim(1);
+  Tensor out = Tensor::empty(x.shape(), DType::kF32);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data<float>() + r * n;
+    float* yr = out.data<float>() + r * n;
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, xr[i]);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += (yr[i] = std::exp(xr[i] - m));
+    for (int64_t i = 0; i < n; ++i) yr[i] /= sum;
+  }
+  return out;
+}
+
+}  // namespace kvlm::ops

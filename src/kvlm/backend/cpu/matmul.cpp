@@ -1,0 +1,108 @@
+// Embedding gather and linear layers against every weight format (dense f32/f16/bf16, MLX affine).
+#include <algorithm>
+#include <vector>
+
+#include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/base/thread_pool.h"
+
+namespace kvlm::ops {
+
+namespace {
+
+// Output features handled together: their widened rows stay in cache while every token row of x
+// streams past them once.
+constexpr int64_t kRowBlock = 16;
+
+void check_weight(const Weight& w, const char* op) {
+  cpu::check_cpu_contiguous(w.weight, op, "weight");
+  if (w.quant) {
+    cpu::check_cpu_contiguous(w.scales, op, "scales");
+    cpu::check_cpu_contiguous(w.biases, op, "biases");
+  }
+  if (w.has_bias()) cpu::check_cpu_contiguous(w.bias, op, "bias");
+}
+
+}  // namespace
+
+Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
+  check_weight(table, "embedding");
+  const int64_t n = int64_t(ids.size()), dim = table.in_features;
+  for (int32_t id : ids)
+    check(id >= 0 && id < table.out_features,
+          "embedding: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+              std::to_string(table.out_features) + ")");
+  Tensor out = Tensor::empty({n, dim}, DType::kF32);
+  float* o = out.data<float>();
+  thread_pool().parallel_for(size_t(n), 1, [&](size_t b, size_t e) {
+    std::vector<float> buf(static_cast<size_t>(dim));
+    for (size_t i = b; i < e; ++i) {
+      const float* row = cpu::weight_row(table, ids[i], buf.data());
+      std::copy(row, row + dim, o + int64_t(i) * dim);
+    }
+  });
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Weight& w) {
+  cpu::check_f32(x, 2, "linear", "input");
+  check_weight(w, "linear");
+  check(x.dim(1) == w.in_features, "linear: input " + x.describe() + " does not match a weight with " +
+                                       std::to_string(w.in_features) + " inputs");
+  const int64_t T = x.dim(0), in = w.in_features, out_f = w.out_features;
+  Tensor out = Tensor::empty({T, out_f}, DType::kF32);
+  const float* xp = x.data<float>();
+  float* op = out.data<float>();
+  thread_pool().parallel_for(size_t(out_f), size_t(kRowBlock), [&](size_t b, size_t e) {
+    std::vector<float> buf(static_cast<size_t>(kRowBlock * in));
+    std::vector<float> bias(size_t(kRowBlock), 0.0f);
+    const float* rows[kRowBlock];
+    for (int64_t o0 = int64_t(b); o0 < int64_t(e); o0 += kRowBlock) {
+      const int64_t nrows = std::min<int64_t>(kRowBlock, int64_t(e) - o0);
+      for (int64_t r = 0; r < nrows; ++r) rows[r] = cpu::weight_row(w, o0 + r, buf.data() + r * in);
+      if (w.has_bias()) cpu::widen(w.bias, o0, nrows, bias.data());
+      for (int64_t t = 0; t < T; ++t) {
+        const float* xr = xp + t * in;
+        float* yr = op + t * out_f + o0;
+        for (int64_t r = 0; r < nrows; ++r) {
+          const float y = cpu::dot(xr, rows[r], in);
+          yr[r] = w.has_bias() ? y + bias[size_t(r)] : y;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+Tensor gather_rows(const Tensor& x, std::span<const int32_t> rows) {
+  cpu::check_f32(x, 2, "gather_rows", "input");
+  const int64_t n = x.dim(1);
+  Tensor out = Tensor::empty({int64_t(rows.size()), n}, DType::kF32);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    check(rows[i] >= 0 && rows[i] < x.dim(0),
+          "gather_rows: row " + std::to_string(rows[i]) + " out of range for " + x.describe());
+    const float* src = x.data<float>() + int64_t(rows[i]) * n;
+    std::copy(src, src + n, out.data<float>() + int64_t(i) * n);
+  }
+  return out;
+}
+
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  check(!parts.empty(), "concat_rows: no parts");
+  const int64_t n = parts[0].dim(1);
+  int64_t rows = 0;
+  for (const Tensor& p : parts) {
+    cpu::check_f32(p, 2, "concat_rows", "part");
+    check(p.dim(1) == n, "concat_rows: parts differ in width, " + parts[0].describe() + " and " +
+                             p.describe());
+    rows += p.dim(0);
+  }
+  Tensor out = Tensor::empty({rows, n}, DType::kF32);
+  float* dst = out.data<float>();
+  for (const Tensor& p : parts) {
+    std::copy(p.data<float>(), p.data<float>() + p.numel(), dst);
+    dst += p.numel();
+  }
+  return out;
+}
+
+}  // namespace kvlm::ops

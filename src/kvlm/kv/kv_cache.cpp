@@ -1,0 +1,139 @@
+#include "kvlm/kv/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kvlm/base/error.h"
+
+namespace kvlm {
+
+namespace {
+
+bool is_codec_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+int64_t bytes_per_layer_block(const KVPoolConfig& c) {
+  return int64_t(c.block_size) * c.n_kv_heads * c.head_dim * int64_t(dtype_size(c.dtype));
+}
+
+}  // namespace
+
+int64_t KVPool::bytes_per_block(const KVPoolConfig& c) {
+  return 2 * int64_t(c.n_layers) * bytes_per_layer_block(c);  // K and V of every layer
+}
+
+KVPool::KVPool(const KVPoolConfig& config) : config_(config) {
+  check(config.n_layers > 0 && config.n_kv_heads > 0 && config.head_dim > 0 && config.block_size > 0,
+        "KV pool: layers, kv heads, head_dim and block_size must be positive");
+  check(is_codec_dtype(config.dtype), std::string("KV pool: unsupported KV dtype ") +
+                                          dtype_name(config.dtype) + " (supported: f32, f16, bf16)");
+  const int64_t per_block = bytes_per_block(config);
+  const int64_t n_blocks = config.budget_bytes / per_block;
+  check(n_blocks >= 1, "KV pool: a budget of " + std::to_string(config.budget_bytes) +
+                           " bytes holds no block of " + std::to_string(per_block) + " bytes");
+  check(n_blocks <= INT32_MAX, "KV pool: budget too large");
+  const Shape shape = {n_blocks, config.block_size, config.n_kv_heads, config.head_dim};
+  for (int l = 0; l < config.n_layers; ++l) {
+    // Uninitialised: pages are only touched when tokens are written.
+    keys_.push_back(Tensor::empty(shape, config.dtype));
+    values_.push_back(Tensor::empty(shape, config.dtype));
+  }
+  ref_counts_.assign(size_t(n_blocks), 0);
+  free_.reserve(size_t(n_blocks));
+  for (int64_t b = n_blocks; b-- > 0;) free_.push_back(int32_t(b));
+}
+
+void KVPool::check_block(int32_t block, const char* what) const {
+  check(block >= 0 && block < num_blocks(),
+        std::string("KV pool: ") + what + " of block " + std::to_string(block) + " outside [0, " +
+            std::to_string(num_blocks()) + ")");
+}
+
+int32_t KVPool::allocate() {
+  check(!free_.empty(), "KV cache out of blocks: all " + std::to_string(num_blocks()) +
+                            " blocks of " + std::to_string(block_size()) +
+                            " tokens are in use (raise the KV budget)");
+  const int32_t b = free_.back();
+  free_.pop_back();
+  ref_counts_[size_t(b)] = 1;
+  return b;
+}
+
+void KVPool::retain(int32_t block) {
+  check_block(block, "retain");
+  check(ref_counts_[size_t(block)] > 0, "KV pool: retain of free block " + std::to_string(block));
+  ++ref_counts_[size_t(block)];
+}
+
+void KVPool::release(int32_t block) {
+  check_block(block, "release");
+  check(ref_counts_[size_t(block)] > 0, "KV pool: release of free block " + std::to_string(block));
+  if (--ref_counts_[size_t(block)] == 0) free_.push_back(block);
+}
+
+int32_t KVPool::ref_count(int32_t block) const {
+  check_block(block, "ref_count");
+  return ref_counts_[size_t(block)];
+}
+
+void KVPool::copy_block(int32_t src, int32_t dst) {
+  check_block(src, "copy");
+  check_block(dst, "copy");
+  const size_t bytes = size_t(bytes_per_layer_block(config_));
+  for (int l = 0; l < config_.n_layers; ++l) {
+    for (Tensor* t : {&keys_[size_t(l)], &values_[size_t(l)]}) {
+      auto* base = static_cast<uint8_t*>(t->raw());
+      std::memcpy(base + size_t(dst) * bytes, base + size_t(src) * bytes, bytes);
+    }
+  }
+}
+
+void KVSequence::reserve_append(int32_t n) {
+  check(n >= 0, "KV sequence: negative append");
+  const int32_t bs = pool_->block_size();
+  const int32_t needed_blocks = (length_ + n + bs - 1) / bs;
+  // The block the next token lands in is written to; if it is shared, this sequence needs its own
+  // copy (copy on write). Only a partially filled last block can be both shared and written.
+  const bool cow = n > 0 && length_ % bs != 0 && pool_->ref_count(blocks_.back()) > 1;
+  const int32_t fresh = std::max(0, needed_blocks - int32_t(blocks_.size())) + (cow ? 1 : 0);
+  check(fresh <= pool_->num_free_blocks(),
+        "KV cache out of blocks: " + std::to_string(fresh) + " more blocks needed, " +
+            std::to_string(pool_->num_free_blocks()) + " free of " +
+            std::to_string(pool_->num_blocks()) + " (raise the KV budget)");
+  if (cow) {
+    const int32_t copy = pool_->allocate();
+    pool_->copy_block(blocks_.back(), copy);
+    pool_->release(blocks_.back());
+    blocks_.back() = copy;
+  }
+  while (int32_t(blocks_.size()) < needed_blocks) blocks_.push_back(pool_->allocate());
+}
+
+void KVSequence::commit_append(int32_t n) {
+  check(n >= 0 && length_ + n <= capacity(),
+        "KV sequence: commit of " + std::to_string(n) + " tokens beyond the reserved capacity");
+  length_ += n;
+}
+
+void KVSequence::clear() {
+  for (int32_t b : blocks_) pool_->release(b);
+  blocks_.clear();
+  length_ = 0;
+}
+
+void KVSequence::append_shared_block(int32_t block, int32_t tokens) {
+  const int32_t bs = pool_->block_size();
+  check(length_ == capacity() && length_ % bs == 0,
+        "KV sequence: a shared block can only follow full blocks");
+  check(tokens > 0 && tokens <= bs, "KV sequence: shared block token count out of range");
+  pool_->retain(block);
+  blocks_.push_back(block);
+  length_ += tokens;
+}
+
+ops::PagedKV KVSequence::layer_view(int layer) const {
+  check(layer >= 0 && layer < pool_->config().n_layers,
+        "KV sequence: layer " + std::to_string(layer) + " out of range");
+  return {pool_->keys(layer), pool_->values(layer), std::span<const int32_t>(blocks_)};
+}
+
+}  // namespace kvlm

@@ -1,0 +1,208 @@
+#include "kvlm/model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "kvlm/base/error.h"
+#include "kvlm/io/checkpoint.h"
+
+namespace kvlm {
+
+namespace {
+
+struct LayerWeights {
+  Tensor input_norm, post_attention_norm, q_norm, k_norm;
+  ops::Weight q, k, v, o, gate, up, down;
+  ops::AttentionParams attention;
+};
+
+// A linear module `name` ([out, in]) in whichever format the checkpoint stores it, with its
+// optional additive bias.
+ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t out, int64_t in) {
+  const Tensor bias = ck.has(name + ".bias") ? ck.tensor_checked(name + ".bias", {out}) : Tensor();
+  if (const std::optional<AffineSpec> q = ck.quantization_for(name)) {
+    check_affine_spec(*q, name);
+    check(in % q->group_size == 0, name + ": input width " + std::to_string(in) +
+                                       " is not a multiple of the group size " +
+                                       std::to_string(q->group_size));
+    const Tensor packed = ck.tensor_checked(name + ".weight", {out, affine_packed_words(in, q->bits)});
+    const Tensor scales = ck.tensor_checked(name + ".scales", {out, in / q->group_size});
+    const Tensor biases = ck.tensor_checked(name + ".biases", {out, in / q->group_size});
+    return ops::affine_weight(packed, scales, biases, *q, bias);
+  }
+  return ops::dense_weight(ck.tensor_checked(name + ".weight", {out, in}), bias);
+}
+
+// MLX conversions of multimodal checkpoints nest the text model under "language_model.".
+std::string weight_prefix(const Checkpoint& ck) {
+  for (const char* prefix : {"", "language_model."})
+    if (ck.has(std::string(prefix) + "model.embed_tokens.weight")) return prefix;
+  return "";  // the load below then names the missing tensor
+}
+
+int64_t default_kv_budget(const ModelConfig& c, const KVPoolConfig& pool) {
+  const int64_t tokens = std::min<int64_t>(c.max_position_embeddings, 32768);
+  const int64_t blocks = (tokens + pool.block_size - 1) / pool.block_size;
+  return blocks * KVPool::bytes_per_block(pool);
+}
+
+}  // namespace
+
+struct Model::Impl {
+  Checkpoint ckpt;
+  ModelConfig cfg;
+  ops::Weight embed, head;
+  Tensor final_norm;
+  std::vector<LayerWeights> layers;
+  std::unique_ptr<KVPool> pool;
+
+  explicit Impl(Checkpoint c) : ckpt(std::move(c)) {}
+  void load_weights();
+  void check_batch(const Batch& b) const;
+  Tensor attention_block(const LayerWeights& lw, int layer, const Tensor& x, const Batch& b,
+                         const std::vector<int32_t>& positions) const;
+  Tensor mlp_block(const LayerWeights& lw, const Tensor& x) const;
+};
+
+void Model::Impl::load_weights() {
+  const ModelConfig& c = cfg;
+  const std::string p = weight_prefix(ckpt);
+  const int64_t H = c.hidden_size, q_out = int64_t(c.num_heads) * c.head_dim,
+                kv_out = int64_t(c.num_kv_heads) * c.head_dim, I = c.intermediate_size;
+  embed = load_linear(ckpt, p + "model.embed_tokens", c.vocab_size, H);
+  const bool tied = c.tie_word_embeddings || !ckpt.has(p + "lm_head.weight");
+  head = tied ? embed : load_linear(ckpt, p + "lm_head", c.vocab_size, H);
+  final_norm = ckpt.tensor_checked(p + "model.norm.weight", {H});
+  const float scale = float(std::pow(double(c.head_dim), -0.5));
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string l = p + "model.layers." + std::to_string(i) + ".";
+    LayerWeights w;
+    w.input_norm = ckpt.tensor_checked(l + "input_layernorm.weight", {H});
+    w.post_attention_norm = ckpt.tensor_checked(l + "post_attention_layernorm.weight", {H});
+    w.q = load_linear(ckpt, l + "self_attn.q_proj", q_out, H);
+    w.k = load_linear(ckpt, l + "self_attn.k_proj", kv_out, H);
+    w.v = load_linear(ckpt, l + "self_attn.v_proj", kv_out, H);
+    w.o = load_linear(ckpt, l + "self_attn.o_proj", H, q_out);
+    if (c.qk_norm) {
+      w.q_norm = ckpt.tensor_checked(l + "self_attn.q_norm.weight", {c.head_dim});
+      w.k_norm = ckpt.tensor_checked(l + "self_attn.k_norm.weight", {c.head_dim});
+    }
+    w.gate = load_linear(ckpt, l + "mlp.gate_proj", I, H);
+    w.up = load_linear(ckpt, l + "mlp.up_proj", I, H);
+    w.down = load_linear(ckpt, l + "mlp.down_proj", H, I);
+    w.attention = {scale, c.layer_window[size_t(i)]};
+    layers.push_back(std::move(w));
+  }
+}
+
+std::unique_ptr<Model> Model::load(const std::string& model_dir, const ModelLoadOptions& opts) {
+  auto impl = std::make_unique<Impl>(Checkpoint::open(model_dir));
+  impl->cfg = parse_model_config(impl->ckpt.config(), impl->ckpt.generation_config(),
+                                 impl->ckpt.config_path());
+  impl->load_weights();
+  KVPoolConfig pc;
+  pc.n_layers = impl->cfg.num_layers;
+  pc.n_kv_heads = impl->cfg.num_kv_heads;
+  pc.head_dim = impl->cfg.head_dim;
+  pc.block_size = opts.kv_block_size;
+  pc.dtype = opts.kv_dtype;
+  pc.budget_bytes = opts.kv_budget_bytes > 0 ? opts.kv_budget_bytes : default_kv_budget(impl->cfg, pc);
+  impl->pool = std::make_unique<KVPool>(pc);
+  return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+const ModelConfig& Model::config() const { return impl_->cfg; }
+KVPool& Model::kv_pool() { return *impl_->pool; }
+
+void Model::Impl::check_batch(const Batch& b) const {
+  check(!b.seqs.empty(), "forward: the batch has no sequences");
+  int64_t total = 0;
+  std::set<const KVSequence*> seen;
+  for (const SequenceBatchView& s : b.seqs) {
+    check(s.kv != nullptr, "forward: a sequence has no KV block table");
+    check(&s.kv->pool() == pool.get(), "forward: a sequence's KV lives in another model's pool");
+    check(seen.insert(s.kv).second, "forward: a sequence appears twice in one batch");
+    check(s.n_new > 0, "forward: a sequence has no new tokens");
+    check(s.n_past == s.kv->length(),
+          "forward: n_past " + std::to_string(s.n_past) + " differs from the " +
+              std::to_string(s.kv->length()) + " tokens in the sequence's KV cache");
+    total += s.n_new;
+  }
+  check(total == int64_t(b.tokens.size()),
+        "forward: sequences hold " + std::to_string(total) + " new tokens but the batch has " +
+            std::to_string(b.tokens.size()));
+  for (int32_t r : b.logit_rows)
+    check(r >= 0 && r < int64_t(b.tokens.size()),
+          "forward: logit row " + std::to_string(r) + " outside the batch's " +
+              std::to_string(b.tokens.size()) + " rows");
+}
+
+Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Tensor& x,
+                                    const Batch& b, const std::vector<int32_t>& positions) const {
+  const int64_t T = x.dim(0), Hq = cfg.num_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
+  Tensor q = ops::linear(x, lw.q).reshape({T, Hq, D});
+  Tensor k = ops::linear(x, lw.k).reshape({T, Hkv, D});
+  const Tensor v = ops::linear(x, lw.v).reshape({T, Hkv, D});
+  if (cfg.qk_norm) {
+    q = ops::rms_norm(q.reshape({T * Hq, D}), lw.q_norm, cfg.rms_norm_eps).reshape({T, Hq, D});
+    k = ops::rms_norm(k.reshape({T * Hkv, D}), lw.k_norm, cfg.rms_norm_eps).reshape({T, Hkv, D});
+  }
+  ops::rope_inplace(q, positions, cfg.rope);
+  ops::rope_inplace(k, positions, cfg.rope);
+  std::vector<Tensor> outputs;
+  int64_t row = 0;
+  for (const SequenceBatchView& s : b.seqs) {
+    const ops::PagedKV kv = s.kv->layer_view(layer);
+    const int64_t end = row + s.n_new;
+    ops::kv_write(k.slice(0, row, end), v.slice(0, row, end), kv, s.n_past);
+    outputs.push_back(ops::attention(q.slice(0, row, end), kv, s.n_past, lw.attention));
+    row = end;
+  }
+  const Tensor attn = outputs.size() == 1 ? outputs[0] : ops::concat_rows(outputs);
+  return ops::linear(attn, lw.o);
+}
+
+Tensor Model::Impl::mlp_block(const LayerWeights& lw, const Tensor& x) const {
+  const Tensor gate = ops::linear(x, lw.gate);
+  const Tensor up = ops::linear(x, lw.up);
+  return ops::linear(ops::gated_activation(gate, up, ops::GateActivation::kSiLU), lw.down);
+}
+
+Tensor Model::forward(const Batch& b) {
+  Impl& m = *impl_;
+  const ModelConfig& c = m.cfg;
+  m.check_batch(b);
+  // Reserve every sequence's blocks before computing, so running out fails early and cleanly.
+  for (const SequenceBatchView& s : b.seqs) s.kv->reserve_append(s.n_new);
+
+  std::vector<int32_t> positions;
+  positions.reserve(b.tokens.size());
+  for (const SequenceBatchView& s : b.seqs)
+    for (int32_t i = 0; i < s.n_new; ++i) positions.push_back(s.n_past + i);
+
+  Tensor x = ops::embedding(m.embed, b.tokens);
+  if (c.embedding_scale != 1.0f) ops::scale_inplace(x, c.embedding_scale);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = m.layers[size_t(l)];
+    const Tensor a = m.attention_block(lw, l, ops::rms_norm(x, lw.input_norm, c.rms_norm_eps), b, positions);
+    ops::add_scaled_inplace(x, a, c.residual_scale);
+    const Tensor f = m.mlp_block(lw, ops::rms_norm(x, lw.post_attention_norm, c.rms_norm_eps));
+    ops::add_scaled_inplace(x, f, c.residual_scale);
+  }
+  for (const SequenceBatchView& s : b.seqs) s.kv->commit_append(s.n_new);
+
+  std::vector<int32_t> rows = b.logit_rows;
+  if (rows.empty()) {
+    int32_t end = 0;
+    for (const SequenceBatchView& s : b.seqs) rows.push_back((end += s.n_new) - 1);
+  }
+  // Norms are per row, so normalising only the wanted rows gives the same values.
+  Tensor h = ops::rms_norm(ops::gather_rows(x, rows), m.final_norm, c.rms_norm_eps);
+  if (c.logit_divisor != 1.0f) ops::divide_inplace(h, c.logit_divisor);
+  return ops::linear(h, m.head);
+}
+
+}  // namespace kvlm
