@@ -34,6 +34,11 @@ class ChatTemplate {
   // Renders `messages` (an array of message objects). Throws kvlm::Error for template errors,
   // including the template's own raise_exception(...) message.
   std::string render(const Json& messages, const ChatTemplateOptions& opts = {}) const;
+  // The same for key-ordered JSON. Templates print tool schemas and arguments with tojson, which
+  // keeps the caller's key order in transformers; an ordered document reproduces that exactly,
+  // while kvlm::Json (a sorted map) yields keys sorted.
+  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& tools, const nlohmann::ordered_json& extra) const;
 
   const std::string& source() const { return source_; }
   const std::string& bos_token() const { return bos_token_; }
@@ -41,6 +46,8 @@ class ChatTemplate {
 
  private:
   ChatTemplate(std::string source, std::string bos_token, std::string eos_token);
+  template <typename J>
+  std::string render_any(const J& messages, bool add_generation_prompt, const J& tools, const J& extra) const;
 
   std::string source_, bos_token_, eos_token_;
   std::shared_ptr<const jinja::Template> compiled_;
