@@ -4,6 +4,7 @@
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
+#include <unicode/utf16.h>
 
 #include <memory>
 
@@ -151,7 +152,7 @@ bool is_nonspacing_mark(char32_t c) { return c >= 0x80 && category(c) == U_NON_S
 
 bool is_other_category(char32_t c) {
   int8_t t = category(c);
-  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_UNASSIGNED || t == U_PRIVATE_USE_CHAR;
+  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR;
 }
 
 namespace {
@@ -219,25 +220,30 @@ std::string normalize_unicode(std::string_view s, NormForm form) {
 }
 
 std::string to_lower(std::string_view s) {
-  if (is_ascii(s)) {
-    std::string out(s);
-    for (char& c : out)
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-    return out;
+  // Each code point is lowercased on its own (Rust's char::to_lowercase, which tokenizers uses),
+  // so there is no context rule such as Greek final sigma.
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    char32_t c = next_code_point(s, i);
+    if (c < 0x80) {
+      out += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+      continue;
+    }
+    UChar in[2];
+    int32_t in_len = 0;
+    U16_APPEND_UNSAFE(in, in_len, static_cast<UChar32>(c));
+    UChar lowered[8];
+    UErrorCode err = U_ZERO_ERROR;
+    int32_t len = u_strToLower(lowered, 8, in, in_len, "", &err);
+    check(U_SUCCESS(err), std::string("lowercasing failed: ") + u_errorName(err));
+    for (int32_t k = 0; k < len;) {
+      UChar32 cp;
+      U16_NEXT(lowered, k, len, cp);
+      append_utf8(out, static_cast<char32_t>(cp));
+    }
   }
-  std::u16string in = to_utf16(s);
-  std::u16string out(in.size() + 16, u'\0');
-  UErrorCode err = U_ZERO_ERROR;
-  int32_t len = u_strToLower(out.data(), static_cast<int32_t>(out.size()), in.data(),
-                             static_cast<int32_t>(in.size()), "", &err);
-  if (err == U_BUFFER_OVERFLOW_ERROR) {
-    out.resize(static_cast<size_t>(len));
-    err = U_ZERO_ERROR;
-    len = u_strToLower(out.data(), len, in.data(), static_cast<int32_t>(in.size()), "", &err);
-  }
-  check(U_SUCCESS(err), std::string("lowercasing failed: ") + u_errorName(err));
-  out.resize(static_cast<size_t>(len));
-  return from_utf16(out);
+  return out;
 }
 
 std::vector<size_t> grapheme_lengths(std::string_view s) {

@@ -35,12 +35,13 @@ bool is_word_char(char32_t c);
 bool is_punctuation(char32_t c);
 // General category Mn (what StripAccents and BertNormalizer remove after NFD).
 bool is_nonspacing_mark(char32_t c);
-// General categories Cc, Cf, Cn, Co (BertNormalizer's notion of a control character).
+// General categories Cc, Cf, Co: BertNormalizer's control characters. Unassigned code points
+// (Cn, e.g. the noncharacters U+FDD0, U+FFFF) are kept, as tokenizers 0.23 keeps them.
 bool is_other_category(char32_t c);
 
 enum class NormForm { NFC, NFD, NFKC, NFKD };
 std::string normalize_unicode(std::string_view s, NormForm form);
-// Full Unicode lowercase mapping (as Rust str::to_lowercase; root locale).
+// Full Unicode lowercase mapping of each code point on its own (Rust's char::to_lowercase).
 std::string to_lower(std::string_view s);
 // Splits s into extended grapheme clusters (byte lengths), in order.
 std::vector<size_t> grapheme_lengths(std::string_view s);
