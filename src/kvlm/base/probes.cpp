@@ -1,0 +1,155 @@
+#include "kvlm/base/probes.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kvlm/base/thread_pool.h"
+
+namespace kvlm {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+__attribute__((target("avx2"))) uint64_t read_slice(const uint8_t* p, size_t n) {
+  __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  for (size_t i = 0; i + 128 <= n; i += 128) {
+    acc0 = _mm256_xor_si256(acc0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    acc1 = _mm256_xor_si256(acc1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    acc2 = _mm256_xor_si256(acc2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    acc3 = _mm256_xor_si256(acc3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i x = _mm256_xor_si256(_mm256_xor_si256(acc0, acc1), _mm256_xor_si256(acc2, acc3));
+  return uint64_t(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
+}
+
+// Runs fn(thread index) once on every thread of the pool and returns the wall time.
+template <typename Fn>
+double on_every_thread(ThreadPool& pool, Fn fn) {
+  const size_t n = size_t(pool.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  pool.parallel_for(n, 1, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) fn(i);
+  });
+  return seconds_since(t0);
+}
+
+constexpr int64_t kPeakIterations = 20'000'000;
+
+// Twelve independent FMA chains hide the instruction latency (4 cycles, 2 ports).
+__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
+  __m512 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(float(k));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+  __m512 s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm512_add_ps(s, acc[k]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iters) {
+  __m256 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(float(k));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+  alignas(32) float l[8];
+  __m256 s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm256_add_ps(s, acc[k]);
+  _mm256_store_ps(l, s);
+  return l[0] + l[7];
+}
+
+__attribute__((target("avx512f,avx512vnni"))) int32_t vnni_loop_avx512(int64_t iters) {
+  __m512i acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_epi32(k);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+  __m512i s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm512_add_epi32(s, acc[k]);
+  return _mm512_reduce_add_epi32(s);
+}
+
+__attribute__((target("avx2,avxvnni"))) int32_t vnni_loop_avx2(int64_t iters) {
+  __m256i acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_epi32(k);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_dpbusd_avx_epi32(acc[k], a, b);
+  __m256i s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm256_add_epi32(s, acc[k]);
+  return _mm256_extract_epi32(s, 0);
+}
+
+bool has(const char* feature) {
+  __builtin_cpu_init();
+  if (!std::strcmp(feature, "avx512f")) return __builtin_cpu_supports("avx512f");
+  if (!std::strcmp(feature, "avx512vnni")) return __builtin_cpu_supports("avx512vnni");
+  if (!std::strcmp(feature, "avxvnni")) return __builtin_cpu_supports("avxvnni");
+  if (!std::strcmp(feature, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return false;
+}
+
+volatile float g_sink_f;
+volatile int32_t g_sink_i;
+
+}  // namespace
+
+const char* probe_fma_isa() {
+  if (has("avx512f")) return "avx512f";
+  if (has("avx2")) return "avx2";
+  return "scalar";
+}
+
+double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int repeats) {
+  const size_t threads = size_t(pool.size());
+  const size_t slice = bytes / threads / 128 * 128;
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, slice * threads));
+  std::unique_ptr<uint8_t, decltype(&std::free)> owner(buf, std::free);
+  // Each thread touches its own slice first, so pages live near the thread that reads them.
+  on_every_thread(pool, [&](size_t t) { std::memset(buf + t * slice, int(t + 1), slice); });
+  std::vector<uint64_t> sink(threads);
+  double best = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const double s = on_every_thread(pool, [&](size_t t) { sink[t] = read_slice(buf + t * slice, slice); });
+    best = std::max(best, double(slice * threads) / s);
+  }
+  g_sink_i = int32_t(sink[0]);
+  return best;
+}
+
+double probe_fma_peak(ThreadPool& pool) {
+  const bool wide = has("avx512f");
+  if (!wide && !has("avx2")) return 0;
+  const int lanes = wide ? 16 : 8;
+  const double s = on_every_thread(pool, [&](size_t) {
+    g_sink_f = wide ? fma_loop_avx512(kPeakIterations / 4) : fma_loop_avx2(kPeakIterations / 4);
+  });
+  return double(pool.size()) * double(kPeakIterations / 4) * 12 * lanes * 2 / s;
+}
+
+double probe_vnni_peak(ThreadPool& pool) {
+  const bool wide = has("avx512vnni");
+  if (!wide && !has("avxvnni")) return 0;
+  const int bytes = wide ? 64 : 32;
+  const double s = on_every_thread(pool, [&](size_t) {
+    g_sink_i = wide ? vnni_loop_avx512(kPeakIterations / 4) : vnni_loop_avx2(kPeakIterations / 4);
+  });
+  return double(pool.size()) * double(kPeakIterations / 4) * 12 * bytes * 2 / s;
+}
+
+}  // namespace kvlm

@@ -1,0 +1,26 @@
+#pragma once
+// Machine probes measured in the same run as model benchmarks, so every model figure can be
+// reported as a fraction of the limit that bounds it (decode: read bandwidth; prefill and batched
+// decode: arithmetic peak).
+#include <cstddef>
+
+namespace kvlm {
+
+class ThreadPool;
+
+// Streaming read bandwidth in bytes/s over a buffer of `bytes` (choose well beyond the last-level
+// cache), every thread of `pool` reading its own slice; the best of `repeats` passes.
+double probe_read_bandwidth(ThreadPool& pool, size_t bytes = size_t(1) << 30, int repeats = 3);
+
+// fp32 FMA peak in FLOP/s (one FMA = 2 FLOPs) over all threads of `pool`, with the widest vector
+// unit this CPU has (AVX-512 or AVX2).
+double probe_fma_peak(ThreadPool& pool);
+
+// int8 dot-product peak in OP/s (one u8×s8 multiply-add = 2 OPs) with AVX-512 VNNI or AVX-VNNI;
+// 0 when the CPU has neither.
+double probe_vnni_peak(ThreadPool& pool);
+
+// The vector extension probe_fma_peak used: "avx512f", "avx2" or "scalar".
+const char* probe_fma_isa();
+
+}  // namespace kvlm
