@@ -42,7 +42,7 @@ std::string weight_prefix(const Checkpoint& ck) {
 }
 
 int64_t default_kv_budget(const ModelConfig& c, const KVPoolConfig& pool) {
-  const int64_t tokens = std::min<int64_t>(c.max_position_embeddings, 32768);
+  const int64_t tokens = std::clamp<int64_t>(c.max_position_embeddings, 4096, 32768);
   const int64_t blocks = (tokens + pool.block_size - 1) / pool.block_size;
   return blocks * KVPool::bytes_per_block(pool);
 }

@@ -23,8 +23,9 @@
 namespace kvlm {
 
 struct ModelLoadOptions {
-  // KV pool size in bytes; 0 = room for one sequence of min(max_position_embeddings, 32768)
-  // tokens.
+  // KV pool size in bytes; 0 = room for one sequence of max_position_embeddings tokens, at least
+  // 4096 (RoPE scaling runs past the trained length) and at most 32768. The pool's pages are only
+  // touched when tokens are written.
   int64_t kv_budget_bytes = 0;
   DType kv_dtype = DType::kF32;  // KV codec: f32 (exact), f16 or bf16
   int kv_block_size = 16;
@@ -58,7 +59,7 @@ class Model {
   // Runs the batch: writes the new tokens' K/V into each sequence's blocks (and advances its
   // length) and returns f32 logits [rows, vocab] for the requested rows, in the order of
   // logit_rows (or of seqs when logit_rows is empty). Blocks for every sequence are reserved before
-  // any computation, so an out-of-blocks Error leaves all sequences unchanged.
+  // any computation, so an out-of-blocks Error leaves every sequence's stored tokens unchanged.
   Tensor forward(const Batch& batch);
 
   struct Impl;
