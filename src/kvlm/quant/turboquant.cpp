@@ -1,0 +1,216 @@
+// TurboQuant key and value rows (see turboquant.h).
+//
+// Key rule, per 32-group x, in f32 (vllm-metal's quantize(), with kvlm's guards marked *):
+//   span   = 254 (signed 8-bit: codes -127..127) or 2^b - 1 (unsigned: codes 0..2^b-1)
+//   scale  = (max - min) / span
+//  *scale  = max(scale, max|x| / 2000)       so that |zero| <= ~2000, an exact fp16 integer
+//  *scale  = fp16(min(scale, 65504))         the codes are computed from the stored scale
+//   zero   = rint((max + min) / (2 scale))   signed
+//          = rint(min / scale)               unsigned
+//   code   = clip(rint(x / scale - zero), lo, hi)
+//   x^     = (code + zero) * scale
+// rint is round-half-to-even, as mx.round in the reference. The reference divides by
+// (scale + 1e-8) using the unrounded scale, so a constant block (max == min != 0) gets scale 0
+// and an fp16 zero point of ±inf, and dequantizes to NaN; near-constant blocks get zero points
+// past 2048 that fp16 cannot hold exactly. The floor at max|x|/2000 engages only there (where the
+// reference's |zero| would exceed ~1750) and makes every block finite and accurate to
+// <= max|x|/4000 + fp16 rounding. A block so small that even the floored scale is 0 in fp16
+// (max|x| < 6e-5 with a tinier range) decodes to zeros.
+//
+// Value rule, per row (vllm-metal's turbo_quant_encode_value / lm_quant):
+//   y = H(D x)/sqrt(d) in f32; per 32-group s = sqrt(mean(y^2)); code = #{k : y/(s + 1e-8) > b_k}
+//   stored scale = fp16(min(s, 65504))*; decode: centroid[code] * scale, then D (H .)/sqrt(d).
+// *The clamp keeps an RMS beyond fp16's range finite (the reference stores inf, and the inverse
+// transform then yields NaN).
+#include "kvlm/quant/turboquant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kvlm/base/error.h"
+#include "kvlm/base/half.h"
+
+namespace kvlm {
+
+namespace {
+
+constexpr float kF16Max = 65504.0f;
+// The key scale floor divisor: keeps |zero| <= 2000 * (1 + 2^-11) + 0.5 < 2048.
+constexpr float kKeyZeroLimit = 2000.0f;
+
+float round_f16(float v) { return f16_to_f32(f32_to_f16(v)); }
+
+// Reads/writes an fp16 value at byte offset `at` of a row (no alignment assumed).
+void store_f16(uint8_t* row, size_t at, uint16_t h) { std::memcpy(row + at, &h, 2); }
+float load_f16(const uint8_t* row, size_t at) {
+  uint16_t h;
+  std::memcpy(&h, row + at, 2);
+  return f16_to_f32(h);
+}
+
+bool key_signed(int bits) { return bits == 8; }
+float key_lo(int bits) { return key_signed(bits) ? -127.0f : 0.0f; }
+float key_hi(int bits) { return key_signed(bits) ? 127.0f : float((1 << bits) - 1); }
+
+size_t code_bytes(int head_dim, int bits) { return size_t(head_dim) * size_t(bits) / 8; }
+int groups(int head_dim) { return head_dim / kTurboGroupSize; }
+
+}  // namespace
+
+bool turbo_head_dim_supported(int head_dim) {
+  return std::find(std::begin(kTurboHeadDims), std::end(kTurboHeadDims), head_dim) !=
+         std::end(kTurboHeadDims);
+}
+
+void check_turbo_head_dim(int head_dim, std::string_view what) {
+  // Built only on failure: the row encoders call this for every row.
+  if (!turbo_head_dim_supported(head_dim))
+    throw Error(std::string(what) + ": TurboQuant does not support head_dim=" + std::to_string(head_dim) +
+                " (supported: 64, 128, 256, 512)");
+}
+
+bool turbo_key_bits_supported(int bits) {
+  return bits == 2 || bits == 4 || bits == 5 || bits == 8;
+}
+
+void pack_codes(const uint8_t* codes, int n, int bits, uint8_t* out) {
+  check(n >= 0 && bits >= 1 && bits <= 8 && (n * bits) % 8 == 0,
+        "pack_codes: " + std::to_string(n) + " codes of " + std::to_string(bits) +
+            " bits do not fill whole bytes");
+  uint32_t acc = 0;  // pending bits, LSB first; never more than 7 + 8
+  int pending = 0;
+  for (int i = 0; i < n; ++i) {
+    acc |= uint32_t(codes[i] & ((1u << bits) - 1u)) << pending;
+    pending += bits;
+    while (pending >= 8) {
+      *out++ = uint8_t(acc);
+      acc >>= 8;
+      pending -= 8;
+    }
+  }
+}
+
+void fwht(float* x, int n) {
+  for (int h = 1; h < n; h *= 2)
+    for (int i = 0; i < n; i += 2 * h)
+      for (int j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+}
+
+void turbo_rotate(float* x, std::span<const int8_t> signs) {
+  const int d = int(signs.size());
+  for (int i = 0; i < d; ++i) x[i] *= float(signs[i]);
+  fwht(x, d);
+  const float inv_sqrt_d = float(1.0 / std::sqrt(double(d)));
+  for (int i = 0; i < d; ++i) x[i] *= inv_sqrt_d;
+}
+
+void turbo_unrotate(float* y, std::span<const int8_t> signs) {
+  const int d = int(signs.size());
+  fwht(y, d);
+  const float inv_sqrt_d = float(1.0 / std::sqrt(double(d)));
+  for (int i = 0; i < d; ++i) y[i] *= inv_sqrt_d * float(signs[i]);
+}
+
+TurboKeyGroup turbo_key_group_params(const float* x, int bits) {
+  float lo = x[0], hi = x[0], max_abs = 0;
+  for (int j = 0; j < kTurboGroupSize; ++j) {
+    lo = std::min(lo, x[j]);
+    hi = std::max(hi, x[j]);
+    max_abs = std::max(max_abs, std::fabs(x[j]));
+  }
+  const float span = key_hi(bits) - key_lo(bits);
+  float scale = std::max((hi - lo) / span, max_abs / kKeyZeroLimit);
+  scale = round_f16(std::min(scale, kF16Max));
+  if (scale == 0.0f) return {};  // every |x| < 6e-5: the group decodes to zeros
+  const float zero = key_signed(bits) ? std::nearbyint((hi + lo) / (2.0f * scale))
+                                      : std::nearbyint(lo / scale);
+  return {f32_to_f16(scale), f32_to_f16(zero)};
+}
+
+uint8_t turbo_key_code(float x, const TurboKeyGroup& p, int bits) {
+  const float scale = f16_to_f32(p.scale), zero = f16_to_f32(p.zero);
+  if (scale == 0.0f) return 0;
+  const float q = std::clamp(std::nearbyint(x / scale - zero), key_lo(bits), key_hi(bits));
+  return uint8_t(int(q));  // signed codes wrap to their two's complement byte
+}
+
+size_t turbo_key_row_bytes(int head_dim, int bits) {
+  return code_bytes(head_dim, bits) + 2 * size_t(groups(head_dim)) * 2;
+}
+
+void turbo_encode_key_row(const float* x, int head_dim, int bits, uint8_t* row) {
+  check_turbo_head_dim(head_dim, "turbo_encode_key_row");
+  uint8_t codes[512];
+  const size_t scales_at = code_bytes(head_dim, bits);
+  const size_t zeros_at = scales_at + size_t(groups(head_dim)) * 2;
+  for (int g = 0; g < groups(head_dim); ++g) {
+    const float* xg = x + g * kTurboGroupSize;
+    const TurboKeyGroup p = turbo_key_group_params(xg, bits);
+    for (int j = 0; j < kTurboGroupSize; ++j)
+      codes[g * kTurboGroupSize + j] = turbo_key_code(xg[j], p, bits);
+    store_f16(row, scales_at + size_t(g) * 2, p.scale);
+    store_f16(row, zeros_at + size_t(g) * 2, p.zero);
+  }
+  pack_codes(codes, head_dim, bits, row);
+}
+
+void turbo_decode_key_row(const uint8_t* row, int head_dim, int bits, float* out) {
+  const size_t scales_at = code_bytes(head_dim, bits);
+  const size_t zeros_at = scales_at + size_t(groups(head_dim)) * 2;
+  for (int g = 0; g < groups(head_dim); ++g) {
+    const float scale = load_f16(row, scales_at + size_t(g) * 2);
+    const float zero = load_f16(row, zeros_at + size_t(g) * 2);
+    for (int j = g * kTurboGroupSize; j < (g + 1) * kTurboGroupSize; ++j) {
+      const uint32_t c = unpack_code(row, j, bits);
+      const float q = key_signed(bits) ? float(int8_t(uint8_t(c))) : float(c);
+      out[j] = (q + zero) * scale;
+    }
+  }
+}
+
+size_t turbo_value_row_bytes(int head_dim, int bits) {
+  return code_bytes(head_dim, bits) + size_t(groups(head_dim)) * 2;
+}
+
+void turbo_encode_value_row(const float* x, std::span<const int8_t> signs,
+                            const LloydMaxTable& table, uint8_t* row) {
+  const int d = int(signs.size());
+  check_turbo_head_dim(d, "turbo_encode_value_row");
+  float y[512];
+  uint8_t codes[512];
+  std::copy(x, x + d, y);
+  turbo_rotate(y, signs);
+  const size_t scales_at = code_bytes(d, table.bits);
+  for (int g = 0; g < groups(d); ++g) {
+    float* yg = y + g * kTurboGroupSize;
+    float sum_sq = 0;
+    for (int j = 0; j < kTurboGroupSize; ++j) sum_sq += yg[j] * yg[j];
+    const float rms = std::sqrt(sum_sq / float(kTurboGroupSize));
+    for (int j = 0; j < kTurboGroupSize; ++j) {
+      const float yn = yg[j] / (rms + 1e-8f);
+      // #{k : yn > b_k}: the first boundary >= yn sits after exactly those.
+      codes[g * kTurboGroupSize + j] = uint8_t(
+          std::lower_bound(table.boundaries.begin(), table.boundaries.end(), yn) -
+          table.boundaries.begin());
+    }
+    store_f16(row, scales_at + size_t(g) * 2, f32_to_f16(std::min(rms, kF16Max)));
+  }
+  pack_codes(codes, d, table.bits, row);
+}
+
+void turbo_decode_value_row_rotated(const uint8_t* row, int head_dim, const LloydMaxTable& table,
+                                    float* out) {
+  const size_t scales_at = code_bytes(head_dim, table.bits);
+  for (int g = 0; g < groups(head_dim); ++g) {
+    const float scale = load_f16(row, scales_at + size_t(g) * 2);
+    for (int j = g * kTurboGroupSize; j < (g + 1) * kTurboGroupSize; ++j)
+      out[j] = table.centroids[unpack_code(row, j, table.bits)] * scale;
+  }
+}
+
+}  // namespace kvlm
