@@ -114,6 +114,13 @@ CASES = [
     case("empty_messages", []),
     case("assistant_last_no_prompt", [USER, ASSISTANT], gen=False),
     case("system_only", [SYSTEM]),
+    case("tool_call_string_arguments", [WEATHER_Q, {
+        "role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_s", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_s", "name": "get_weather", "content": "sunny"}], tools=TOOLS),
+    case("tools_thinking_off", [SYSTEM, WEATHER_Q], tools=TOOLS, enable_thinking=False),
+    case("content_parts", [{"role": "user", "content": [{"type": "text", "text": "Describe this."},
+                                                         {"type": "text", "text": "Briefly."}]}]),
 ]
 
 
