@@ -1,8 +1,9 @@
 // Streaming detokenization by windowed re-decoding. The text of ids[window_start, emitted_until)
 // has already been emitted; a push decodes ids[window_start, end) and emits what follows the
 // decoding of the already-emitted part of the window. Decoding from a window start that is a
-// previously emitted token keeps first-token rules (Metaspace/Strip dropping a leading space)
-// applied to context text only, so the difference is exactly the new text of decode(all).
+// previously emitted token keeps first-token rules (Metaspace/Strip dropping a leading space,
+// WordPiece joining) applied to context text only, so the difference is exactly the new text of
+// decode(all), and each push costs only the size of the window, not of the whole stream.
 // Text is held back while it ends in U+FFFD (an incomplete UTF-8 sequence) or while the decoder
 // says a later token could still change it.
 #include "kvlm/text/detokenizer.h"
@@ -58,7 +59,13 @@ std::string StreamingDetokenizer::emit_ready(bool at_end) {
   } else {
     return {};  // wait until the decoding of the window stops revising earlier text
   }
-  window_start_ = emitted_until_;
+  // The next window starts at this group unless the group decodes to no token at all (skipped
+  // specials): the window must begin with a real token, or the decoder would treat the first
+  // new token as the start of the text.
+  bool group_has_token = false;
+  for (size_t k = emitted_until_; k < ids_.size() && !group_has_token; ++k)
+    group_has_token = impl.yields_token(ids_[k], skip_special_);
+  if (group_has_token) window_start_ = emitted_until_;
   emitted_until_ = ids_.size();
   emitted_ += fresh;
   return fresh;

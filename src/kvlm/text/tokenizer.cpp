@@ -44,16 +44,19 @@ std::vector<int32_t> TokenizerImpl::encode(std::string_view input, bool add_spec
   return ids;
 }
 
+bool TokenizerImpl::yields_token(int32_t id, bool skip_special) const {
+  if (const AddedToken* t = added_token(id)) return !(skip_special && t->special);
+  return model->id_to_token(id) != nullptr;  // unknown ids are skipped, as HF does
+}
+
 std::vector<std::string> TokenizerImpl::decoder_input(std::span<const int32_t> ids,
                                                       bool skip_special) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    if (const AddedToken* t = added_token(id)) {
-      if (!(skip_special && t->special)) tokens.push_back(t->content);
-    } else if (const std::string* piece = model->id_to_token(id)) {
-      tokens.push_back(*piece);
-    }  // unknown ids are skipped, as HF does
+    if (!yields_token(id, skip_special)) continue;
+    const AddedToken* t = added_token(id);
+    tokens.push_back(t ? t->content : *model->id_to_token(id));
   }
   return tokens;
 }

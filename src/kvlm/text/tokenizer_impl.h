@@ -33,6 +33,8 @@ struct TokenizerImpl {
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
   // The token strings that the decoder chain receives for `ids`.
   std::vector<std::string> decoder_input(std::span<const int32_t> ids, bool skip_special) const;
+  // Whether `id` contributes a string to decoder_input (known, and not a skipped special).
+  bool yields_token(int32_t id, bool skip_special) const;
   std::string run_decoder(std::vector<std::string> tokens) const;
   const AddedToken* added_token(int32_t id) const;
 };
