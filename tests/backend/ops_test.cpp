@@ -1,0 +1,341 @@
+// Each CPU reference op against small hand-computed expectations, plus the batch-invariance
+// properties the model relies on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kvlm/backend/ops.h"
+#include "kvlm/base/error.h"
+#include "kvlm/base/half.h"
+#include "kvlm/base/thread_pool.h"
+
+namespace kvlm::ops {
+namespace {
+
+std::vector<float> values(const Tensor& t) { return t.to_f32_vector(); }
+
+std::vector<float> random_values(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+Tensor to_bf16(const std::vector<float>& v, const Shape& shape) {
+  Tensor t = Tensor::empty(shape, DType::kBF16);
+  for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(v[i]);
+  return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// ---- RoPE frequencies ------------------------------------------------------------------------
+
+RopeParams rope8(RopeParams::Type type) {
+  RopeParams p;
+  p.type = type;
+  p.theta = 10000.0;
+  p.rotary_dim = 8;
+  return p;
+}
+
+TEST(RopeFrequencies, Default) {
+  const RopeFrequencies f = rope_frequencies(rope8(RopeParams::Type::kDefault), 1);
+  ASSERT_EQ(f.inv_freq.size(), 4u);
+  const float expect[] = {1.0f, 0.1f, 0.01f, 0.001f};  // 10000^(-2i/8)
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(f.inv_freq[size_t(i)], expect[i]);
+  EXPECT_EQ(f.attention_scaling, 1.0f);
+}
+
+TEST(RopeFrequencies, LinearDividesByFactor) {
+  RopeParams p = rope8(RopeParams::Type::kLinear);
+  p.factor = 4.0;
+  const RopeFrequencies f = rope_frequencies(p, 1);
+  const float expect[] = {0.25f, 0.025f, 0.0025f, 0.00025f};
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(f.inv_freq[size_t(i)], expect[i]);
+}
+
+TEST(RopeFrequencies, Llama3KeepsHighScalesLowAndSmoothsMedium) {
+  RopeParams p = rope8(RopeParams::Type::kLlama3);
+  p.factor = 8.0;
+  p.low_freq_factor = 1.0;
+  p.high_freq_factor = 4.0;
+  p.original_max_position_embeddings = 128;  // wavelengths: low > 128, high < 32
+  const RopeFrequencies f = rope_frequencies(p, 1);
+  // wavelength 2π: high frequency, kept. 2π/0.1 ≈ 62.8: medium, smooth = (128/62.8 - 1)/3.
+  // 628 and 6283: low frequency, divided by 8.
+  EXPECT_FLOAT_EQ(f.inv_freq[0], 1.0f);
+  EXPECT_FLOAT_EQ(f.inv_freq[1], 0.042751178754307596f);
+  EXPECT_FLOAT_EQ(f.inv_freq[2], 0.00125f);
+  EXPECT_FLOAT_EQ(f.inv_freq[3], 0.000125f);
+}
+
+TEST(RopeFrequencies, YarnRampAndAttentionFactor) {
+  RopeParams p = rope8(RopeParams::Type::kYarn);
+  p.factor = 4.0;
+  p.original_max_position_embeddings = 32;
+  const RopeFrequencies f = rope_frequencies(p, 1);
+  // Correction range for beta_fast 32 / beta_slow 1 at dim 8: floor(-0.80) -> 0, ceil(0.71) -> 1,
+  // so pair 0 extrapolates (kept) and pairs 1..3 interpolate (divided by the factor).
+  EXPECT_FLOAT_EQ(f.inv_freq[0], 1.0f);
+  EXPECT_FLOAT_EQ(f.inv_freq[1], 0.025f);
+  EXPECT_FLOAT_EQ(f.inv_freq[2], 0.0025f);
+  EXPECT_FLOAT_EQ(f.inv_freq[3], 0.00025f);
+  EXPECT_FLOAT_EQ(f.attention_scaling, 1.138629436111989f);  // 0.1 ln 4 + 1
+  p.attention_factor = 0.5;
+  EXPECT_EQ(rope_frequencies(p, 1).attention_scaling, 0.5f);
+}
+
+TEST(RopeFrequencies, DynamicRescalesOnlyPastTheTrainedLength) {
+  RopeParams p = rope8(RopeParams::Type::kDynamic);
+  p.factor = 2.0;
+  p.max_position_embeddings = 16;
+  const RopeFrequencies short_seq = rope_frequencies(p, 16);
+  EXPECT_FLOAT_EQ(short_seq.inv_freq[1], 0.1f);
+  // seq_len 32: base = 10000 * (2*32/16 - 1)^(8/6) = 43267.487...
+  const RopeFrequencies long_seq = rope_frequencies(p, 32);
+  EXPECT_FLOAT_EQ(long_seq.inv_freq[0], 1.0f);
+  EXPECT_FLOAT_EQ(long_seq.inv_freq[1], 0.06933612743506347f);
+  EXPECT_FLOAT_EQ(long_seq.inv_freq[2], 0.004807498567691361f);
+  EXPECT_FLOAT_EQ(long_seq.inv_freq[3], 0.0003333333333333334f);
+}
+
+TEST(Rope, RotatesHalvesByPosition) {
+  RopeParams p;
+  p.theta = 10000.0;
+  p.rotary_dim = 4;  // inv_freq {1, 0.01}; pairs (0, 2) and (1, 3)
+  Tensor x = Tensor::from_f32({1, 2, 3, 4, 1, 2, 3, 4}, {2, 1, 4});
+  const int32_t pos[] = {0, 1};
+  rope_inplace(x, pos, p);
+  const std::vector<float> v = values(x);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(v[size_t(i)], float(i + 1));  // position 0: identity
+  EXPECT_FLOAT_EQ(v[4], 1 * std::cos(1.0f) - 3 * std::sin(1.0f));
+  EXPECT_FLOAT_EQ(v[6], 3 * std::cos(1.0f) + 1 * std::sin(1.0f));
+  EXPECT_FLOAT_EQ(v[5], 2 * std::cos(0.01f) - 4 * std::sin(0.01f));
+  EXPECT_FLOAT_EQ(v[7], 4 * std::cos(0.01f) + 2 * std::sin(0.01f));
+}
+
+// ---- Norms, activations, softmax -------------------------------------------------------------
+
+TEST(RmsNorm, PlainAndOnePlusWeights) {
+  const Tensor x = Tensor::from_f32({3, 4, 0, 0}, {2, 2});
+  const std::vector<float> plain = values(rms_norm(x, Tensor::from_f32({1, 2}, {2}), 0.0f));
+  const float inv = 1.0f / std::sqrt(12.5f);  // mean of 9 and 16
+  EXPECT_FLOAT_EQ(plain[0], 3 * inv);
+  EXPECT_FLOAT_EQ(plain[1], 2 * 4 * inv);
+  const std::vector<float> one_plus =
+      values(rms_norm(x, Tensor::from_f32({0, 1}, {2}), 0.0f, NormWeight::kOnePlus));
+  EXPECT_EQ(one_plus[0], plain[0]);
+  EXPECT_EQ(one_plus[1], plain[1]);
+  // eps keeps an all-zero row finite.
+  const std::vector<float> zero = values(rms_norm(x, Tensor::from_f32({1, 2}, {2}), 1e-6f));
+  EXPECT_EQ(zero[2], 0.0f);
+}
+
+TEST(RmsNorm, Bf16Weight) {
+  const Tensor x = Tensor::from_f32({3, 4}, {1, 2});
+  EXPECT_EQ(values(rms_norm(x, to_bf16({1, 2}, {2}), 1e-5f)),
+            values(rms_norm(x, Tensor::from_f32({1, 2}, {2}), 1e-5f)));
+}
+
+TEST(GatedActivation, SiluAndGeluTanh) {
+  const Tensor g = Tensor::from_f32({1, 0}, {1, 2});
+  const Tensor u = Tensor::from_f32({2, 5}, {1, 2});
+  const std::vector<float> silu = values(gated_activation(g, u, GateActivation::kSiLU));
+  EXPECT_FLOAT_EQ(silu[0], 1.4621171572600098f);  // 2 * sigmoid(1)
+  EXPECT_EQ(silu[1], 0.0f);
+  const std::vector<float> gelu = values(gated_activation(g, u, GateActivation::kGeluTanh));
+  EXPECT_FLOAT_EQ(gelu[0], 2 * 0.8411919906082768f);
+  EXPECT_EQ(gelu[1], 0.0f);
+}
+
+TEST(Softmax, RowsSumToOne) {
+  const std::vector<float> s = values(softmax(Tensor::from_f32({0, std::log(3.0f), 5, 5}, {2, 2})));
+  EXPECT_FLOAT_EQ(s[0], 0.25f);
+  EXPECT_FLOAT_EQ(s[1], 0.75f);
+  EXPECT_FLOAT_EQ(s[2], 0.5f);
+}
+
+TEST(Elementwise, AddScaledScaleDivide) {
+  Tensor x = Tensor::from_f32({1, 2}, {2});
+  add_scaled_inplace(x, Tensor::from_f32({10, 20}, {2}), 0.5f);
+  EXPECT_EQ(values(x), (std::vector<float>{6, 12}));
+  scale_inplace(x, 2.0f);
+  EXPECT_EQ(values(x), (std::vector<float>{12, 24}));
+  divide_inplace(x, 3.0f);
+  EXPECT_EQ(values(x), (std::vector<float>{4, 8}));
+}
+
+TEST(Rows, GatherAndConcat) {
+  const Tensor x = Tensor::from_f32({1, 2, 3, 4, 5, 6}, {3, 2});
+  const int32_t rows[] = {2, 0};
+  EXPECT_EQ(values(gather_rows(x, rows)), (std::vector<float>{5, 6, 1, 2}));
+  EXPECT_EQ(values(concat_rows({x.slice(0, 1, 2), x.slice(0, 0, 1)})),
+            (std::vector<float>{3, 4, 1, 2}));
+}
+
+// ---- Embedding and linear ----------------------------------------------------------------------
+
+TEST(Linear, DenseWithBias) {
+  const Tensor x = Tensor::from_f32({1, 2, 3, -1, 0, 1}, {2, 3});
+  const Weight w = dense_weight(Tensor::from_f32({1, 0, 0, 1, 1, 1}, {2, 3}),
+                                Tensor::from_f32({0.5f, -1}, {2}));
+  EXPECT_EQ(values(linear(x, w)), (std::vector<float>{1.5f, 5, -0.5f, -1}));
+}
+
+TEST(Linear, Bf16WeightEqualsItsF32Widening) {
+  const std::vector<float> wv = random_values(24 * 40, 1);
+  const Tensor wb = to_bf16(wv, {24, 40});
+  const Tensor wf = Tensor::from_f32(wb.to_f32_vector(), {24, 40});
+  const Tensor x = Tensor::from_f32(random_values(3 * 40, 2), {3, 40});
+  EXPECT_TRUE(same_bits(linear(x, dense_weight(wb)), linear(x, dense_weight(wf))));
+}
+
+TEST(Linear, AffineWeightEqualsItsDequantization) {
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
+    const AffineSpec spec{bits, 32};
+    const Tensor w = Tensor::from_f32(random_values(20 * 64, 3), {20, 64});
+    const AffineWeight q = affine_quantize(w, spec, DType::kBF16);
+    const Weight qw = affine_weight(q.packed, q.scales, q.biases, spec);
+    EXPECT_EQ(qw.in_features, 64);
+    const Weight dense = dense_weight(affine_dequantize(q));
+    const Tensor x = Tensor::from_f32(random_values(2 * 64, 4), {2, 64});
+    EXPECT_TRUE(same_bits(linear(x, qw), linear(x, dense))) << bits;
+    const int32_t ids[] = {7, 0, 19};
+    EXPECT_TRUE(same_bits(embedding(qw, ids), embedding(dense, ids))) << bits;
+  }
+}
+
+TEST(Linear, RowsDoNotDependOnBatchOrThreads) {
+  const Weight w = dense_weight(to_bf16(random_values(70 * 96, 5), {70, 96}));
+  const Tensor x = Tensor::from_f32(random_values(5 * 96, 6), {5, 96});
+  ThreadPool one(1), three(3);
+  set_thread_pool(&one);
+  const Tensor all1 = linear(x, w);
+  set_thread_pool(&three);
+  const Tensor all3 = linear(x, w);
+  const Tensor row3 = linear(x.slice(0, 3, 4), w);
+  set_thread_pool(nullptr);
+  EXPECT_TRUE(same_bits(all1, all3));
+  EXPECT_EQ(std::memcmp(row3.raw(), all1.slice(0, 3, 4).raw(), row3.nbytes()), 0);
+}
+
+TEST(Embedding, GathersWidenedRowsAndRejectsBadIds) {
+  const Weight table = dense_weight(to_bf16({1, 2, 3, 4, 5, 6}, {3, 2}));
+  const int32_t ids[] = {2, 2, 0};
+  EXPECT_EQ(values(embedding(table, ids)), (std::vector<float>{5, 6, 5, 6, 1, 2}));
+  const int32_t bad[] = {3};
+  try {
+    embedding(table, bad);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "embedding: token id 3 is outside the vocabulary [0, 3)");
+  }
+}
+
+TEST(Weight, BiasShapeIsChecked) {
+  EXPECT_THROW(dense_weight(Tensor::from_f32({1, 2, 3, 4}, {2, 2}), Tensor::from_f32({1}, {1})),
+               Error);
+}
+
+// ---- Paged KV and attention ---------------------------------------------------------------------
+
+struct PagedFixture {
+  static constexpr int64_t kBlocks = 5, kBlockSize = 4, kKvHeads = 2, kHeads = 4, kDim = 8;
+  Tensor keys, values_;
+  std::vector<int32_t> table = {3, 0, 4};  // out of order on purpose
+  std::vector<float> k, v;                 // [tokens, kv_heads, dim] as written
+
+  PagedFixture(int64_t tokens, DType dt) {
+    keys = Tensor::zeros({kBlocks, kBlockSize, kKvHeads, kDim}, dt);
+    values_ = Tensor::zeros({kBlocks, kBlockSize, kKvHeads, kDim}, dt);
+    k = random_values(size_t(tokens * kKvHeads * kDim), 7);
+    v = random_values(size_t(tokens * kKvHeads * kDim), 8);
+    // Written in two chunks to cross a block boundary mid-chunk.
+    const int64_t first = 6;
+    write(0, first);
+    write(first, tokens);
+  }
+  PagedKV view() const { return {keys, values_, table}; }
+  void write(int64_t b, int64_t e) {
+    const int64_t row = kKvHeads * kDim;
+    const Tensor kt = Tensor::from_f32({k.begin() + b * row, k.begin() + e * row}, {e - b, kKvHeads, kDim});
+    const Tensor vt = Tensor::from_f32({v.begin() + b * row, v.begin() + e * row}, {e - b, kKvHeads, kDim});
+    kv_write(kt, vt, view(), b);
+  }
+};
+
+// softmax(q·k * scale) · v in double over keys [first, pos], read from the written values.
+std::vector<double> naive_attention(const PagedFixture& f, const std::vector<float>& q,
+                                    int64_t n_past, int64_t n, float scale, int64_t window) {
+  const int64_t H = PagedFixture::kHeads, D = PagedFixture::kDim, Hkv = PagedFixture::kKvHeads;
+  std::vector<double> out(size_t(n * H * D), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t pos = n_past + i, kvh = h / (H / Hkv);
+      const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+      std::vector<double> s;
+      double m = -1e300, sum = 0;
+      for (int64_t j = first; j <= pos; ++j) {
+        double d = 0;
+        for (int64_t c = 0; c < D; ++c) d += double(q[size_t((i * H + h) * D + c)]) * f.k[size_t((j * Hkv + kvh) * D + c)];
+        s.push_back(d * scale);
+        m = std::max(m, s.back());
+      }
+      for (double& x : s) sum += (x = std::exp(x - m));
+      for (int64_t j = first; j <= pos; ++j)
+        for (int64_t c = 0; c < D; ++c)
+          out[size_t((i * H + h) * D + c)] += s[size_t(j - first)] / sum * f.v[size_t((j * Hkv + kvh) * D + c)];
+    }
+  return out;
+}
+
+TEST(Attention, MatchesNaiveAttentionOverShuffledBlocks) {
+  const PagedFixture f(10, DType::kF32);
+  const int64_t n_past = 7, n = 3;
+  const std::vector<float> qv = random_values(size_t(n * PagedFixture::kHeads * PagedFixture::kDim), 9);
+  const Tensor q = Tensor::from_f32(qv, {n, PagedFixture::kHeads, PagedFixture::kDim});
+  for (int64_t window : {0, 4}) {
+    const std::vector<float> got = values(attention(q, f.view(), n_past, {0.35f, window}));
+    const std::vector<double> want = naive_attention(f, qv, n_past, n, 0.35f, window);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << window << " " << i;
+  }
+}
+
+TEST(Attention, QueriesAloneEqualQueriesTogether) {
+  const PagedFixture f(10, DType::kF32);
+  const std::vector<float> qv = random_values(size_t(3 * PagedFixture::kHeads * PagedFixture::kDim), 10);
+  const Tensor q = Tensor::from_f32(qv, {3, PagedFixture::kHeads, PagedFixture::kDim});
+  const Tensor together = attention(q, f.view(), 7, {0.35f, 0});
+  for (int64_t i = 0; i < 3; ++i) {
+    const Tensor alone = attention(q.slice(0, i, i + 1), f.view(), 7 + i, {0.35f, 0});
+    EXPECT_EQ(std::memcmp(alone.raw(), together.slice(0, i, i + 1).raw(), alone.nbytes()), 0) << i;
+  }
+}
+
+TEST(Attention, Bf16CacheReadsThroughTheCodec) {
+  PagedFixture f(10, DType::kBF16);
+  // The naive reference sees the bf16-rounded values the cache holds.
+  for (float& x : f.k) x = bf16_to_f32(f32_to_bf16(x));
+  for (float& x : f.v) x = bf16_to_f32(f32_to_bf16(x));
+  const std::vector<float> qv = random_values(size_t(2 * PagedFixture::kHeads * PagedFixture::kDim), 11);
+  const Tensor q = Tensor::from_f32(qv, {2, PagedFixture::kHeads, PagedFixture::kDim});
+  const std::vector<float> got = values(attention(q, f.view(), 8, {0.35f, 0}));
+  const std::vector<double> want = naive_attention(f, qv, 8, 2, 0.35f, 0);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
+TEST(Attention, TableTooShortIsAnError) {
+  const PagedFixture f(10, DType::kF32);
+  const Tensor q = Tensor::zeros({3, PagedFixture::kHeads, PagedFixture::kDim}, DType::kF32);
+  EXPECT_THROW(attention(q, f.view(), 10, {1.0f, 0}), Error);  // 13 tokens > 3 blocks of 4
+}
+
+}  // namespace
+}  // namespace kvlm::ops
