@@ -173,6 +173,12 @@ void turbo_decode_key_row(const uint8_t* row, int head_dim, int bits, float* out
   }
 }
 
+uint8_t turbo_value_code(const LloydMaxTable& table, float y) {
+  // The first boundary >= y sits right after the boundaries that y exceeds.
+  return uint8_t(std::lower_bound(table.boundaries.begin(), table.boundaries.end(), y) -
+                 table.boundaries.begin());
+}
+
 size_t turbo_value_row_bytes(int head_dim, int bits) {
   return code_bytes(head_dim, bits) + size_t(groups(head_dim)) * 2;
 }
@@ -192,11 +198,7 @@ void turbo_encode_value_row(const float* x, std::span<const int8_t> signs,
     for (int j = 0; j < kTurboGroupSize; ++j) sum_sq += yg[j] * yg[j];
     const float rms = std::sqrt(sum_sq / float(kTurboGroupSize));
     for (int j = 0; j < kTurboGroupSize; ++j) {
-      const float yn = yg[j] / (rms + 1e-8f);
-      // #{k : yn > b_k}: the first boundary >= yn sits after exactly those.
-      codes[g * kTurboGroupSize + j] = uint8_t(
-          std::lower_bound(table.boundaries.begin(), table.boundaries.end(), yn) -
-          table.boundaries.begin());
+      codes[g * kTurboGroupSize + j] = turbo_value_code(table, yg[j] / (rms + 1e-8f));
     }
     store_f16(row, scales_at + size_t(g) * 2, f32_to_f16(std::min(rms, kF16Max)));
   }

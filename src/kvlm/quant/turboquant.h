@@ -72,6 +72,10 @@ void turbo_decode_key_row(const uint8_t* row, int head_dim, int bits, float* out
 
 // --- values ---
 
+// The code of an RMS-normalised value y: #{k : y > boundaries[k]}, so a tie goes to the lower
+// code (vllm-metal's strict compare; vLLM upstream uses >=).
+uint8_t turbo_value_code(const LloydMaxTable& table, float y);
+
 // Row layout: codes (head_dim*bits/8 bytes), then head_dim/32 fp16 RMS scales.
 size_t turbo_value_row_bytes(int head_dim, int bits);
 // head_dim = signs.size(); table.bits is the code width.
