@@ -1,0 +1,144 @@
+// The paged KV pool: capacity from the budget, allocation, reference counts, copy on write and the
+// out-of-blocks error.
+#include "kvlm/kv/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "kvlm/base/error.h"
+
+namespace kvlm {
+namespace {
+
+KVPoolConfig small_config(int64_t blocks, DType dt = DType::kF32) {
+  KVPoolConfig c;
+  c.n_layers = 2;
+  c.n_kv_heads = 2;
+  c.head_dim = 4;
+  c.block_size = 4;
+  c.dtype = dt;
+  c.budget_bytes = blocks * KVPool::bytes_per_block(c);
+  return c;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(KVPool, CapacityComesFromTheBudget) {
+  KVPoolConfig c = small_config(3);
+  // 2 layers * (K + V) * 4 tokens * 2 heads * 4 dims * 4 bytes
+  EXPECT_EQ(KVPool::bytes_per_block(c), 2 * 2 * 4 * 2 * 4 * 4);
+  c.budget_bytes += KVPool::bytes_per_block(c) - 1;  // a partial block does not count
+  KVPool pool(c);
+  EXPECT_EQ(pool.num_blocks(), 3);
+  EXPECT_EQ(pool.num_free_blocks(), 3);
+  EXPECT_EQ(pool.keys(1).shape(), (Shape{3, 4, 2, 4}));
+  KVPool half(small_config(6, DType::kBF16));
+  EXPECT_EQ(half.num_blocks(), 6);
+  EXPECT_EQ(half.values(0).dtype(), DType::kBF16);
+}
+
+TEST(KVPool, BadConfigsAreErrors) {
+  EXPECT_EQ(error_of([] { KVPool p(small_config(0)); }),
+            "KV pool: a budget of 0 bytes holds no block of 512 bytes");
+  EXPECT_EQ(error_of([] { KVPool p(small_config(1, DType::kI32)); }),
+            "KV pool: unsupported KV dtype i32 (supported: f32, f16, bf16)");
+}
+
+TEST(KVPool, AllocateReleaseAndRefCounts) {
+  KVPool pool(small_config(2));
+  const int32_t a = pool.allocate(), b = pool.allocate();
+  EXPECT_EQ(a, 0);
+  EXPECT_EQ(b, 1);
+  EXPECT_EQ(pool.num_free_blocks(), 0);
+  EXPECT_EQ(error_of([&] { pool.allocate(); }),
+            "KV cache out of blocks: all 2 blocks of 4 tokens are in use (raise the KV budget)");
+  pool.retain(a);
+  EXPECT_EQ(pool.ref_count(a), 2);
+  pool.release(a);
+  EXPECT_EQ(pool.num_free_blocks(), 0);
+  pool.release(a);
+  EXPECT_EQ(pool.ref_count(a), 0);
+  EXPECT_EQ(pool.num_free_blocks(), 1);
+  EXPECT_EQ(pool.allocate(), a);
+  EXPECT_EQ(error_of([&] { pool.release(7); }), "KV pool: release of block 7 outside [0, 2)");
+  pool.release(b);
+  EXPECT_EQ(error_of([&] { pool.release(b); }), "KV pool: release of free block 1");
+}
+
+TEST(KVSequence, ReservesBlocksAsTokensArriveAndFreesThemOnClear) {
+  KVPool pool(small_config(4));
+  {
+    KVSequence seq(pool);
+    seq.reserve_append(5);
+    EXPECT_EQ(seq.blocks().size(), 2u);
+    EXPECT_EQ(seq.length(), 0);
+    seq.commit_append(5);
+    EXPECT_EQ(seq.length(), 5);
+    seq.reserve_append(3);  // fits in the second block
+    EXPECT_EQ(seq.blocks().size(), 2u);
+    seq.commit_append(3);
+    seq.reserve_append(1);
+    EXPECT_EQ(seq.blocks().size(), 3u);
+    EXPECT_EQ(error_of([&] { seq.commit_append(5); }),
+              "KV sequence: commit of 5 tokens beyond the reserved capacity");
+    EXPECT_EQ(pool.num_free_blocks(), 1);
+  }
+  EXPECT_EQ(pool.num_free_blocks(), 4);  // the destructor released every block
+}
+
+TEST(KVSequence, OutOfBlocksLeavesTheSequenceUnchanged) {
+  KVPool pool(small_config(2));
+  KVSequence seq(pool);
+  seq.reserve_append(3);
+  seq.commit_append(3);
+  EXPECT_EQ(error_of([&] { seq.reserve_append(10); }),
+            "KV cache out of blocks: 3 more blocks needed, 1 free of 2 (raise the KV budget)");
+  EXPECT_EQ(seq.blocks().size(), 1u);
+  EXPECT_EQ(seq.length(), 3);
+  EXPECT_EQ(pool.num_free_blocks(), 1);
+}
+
+TEST(KVSequence, WritingIntoASharedBlockCopiesItFirst) {
+  KVPool pool(small_config(4));
+  KVSequence owner(pool);
+  owner.reserve_append(2);
+  // Tokens 0 and 1 of layer 0 get recognisable keys.
+  const ops::PagedKV view = owner.layer_view(0);
+  const Tensor k = Tensor::from_f32(std::vector<float>(2 * 2 * 4, 1.5f), {2, 2, 4});
+  ops::kv_write(k, k, view, 0);
+  owner.commit_append(2);
+
+  KVSequence sharer(pool);
+  sharer.append_shared_block(owner.blocks()[0], 2);
+  EXPECT_EQ(pool.ref_count(owner.blocks()[0]), 2);
+  EXPECT_EQ(sharer.length(), 2);
+  sharer.reserve_append(1);  // token 2 would land in the shared block
+  EXPECT_NE(sharer.blocks()[0], owner.blocks()[0]);
+  EXPECT_EQ(pool.ref_count(owner.blocks()[0]), 1);
+  EXPECT_EQ(pool.ref_count(sharer.blocks()[0]), 1);
+  const std::vector<float> copied =
+      pool.keys(0).select(sharer.blocks()[0]).slice(0, 0, 2).to_f32_vector();
+  EXPECT_EQ(copied, std::vector<float>(16, 1.5f));
+}
+
+TEST(KVSequence, SharedBlocksOnlyFollowFullBlocks) {
+  KVPool pool(small_config(4));
+  KVSequence a(pool), b(pool);
+  a.reserve_append(4);
+  a.commit_append(4);
+  b.reserve_append(1);
+  b.commit_append(1);
+  EXPECT_EQ(error_of([&] { b.append_shared_block(a.blocks()[0], 4); }),
+            "KV sequence: a shared block can only follow full blocks");
+}
+
+}  // namespace
+}  // namespace kvlm
