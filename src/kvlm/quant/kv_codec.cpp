@@ -207,9 +207,9 @@ constexpr const char* kSpellings =
   throw Error("--kv-quant: unknown value '" + std::string(text) + "' (" + kSpellings + ")");
 }
 
-// Parses a whole decimal integer, or returns false.
+// Parses a whole unsigned decimal integer, or returns false.
 bool parse_int(std::string_view s, int* out) {
-  if (s.empty()) return false;
+  if (s.empty() || s[0] < '0' || s[0] > '9') return false;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
