@@ -155,6 +155,9 @@ TEST(CheckpointBadInput, ConfigMissingMalformedOrNotAnObject) {
             d.file("config.json") +
                 ": invalid JSON at byte 19: syntax error while parsing object key - unexpected end "
                 "of input; expected string literal");
+  write_file(d.file("config.json"), "{\"rope_theta\": 1e999}");
+  EXPECT_EQ(error_of([&] { Checkpoint::open(d.path()); }),
+            d.file("config.json") + ": invalid JSON: number overflow parsing '1e999'");
   write_file(d.file("config.json"), "[1]");
   EXPECT_EQ(error_of([&] { Checkpoint::open(d.path()); }),
             d.file("config.json") + ": expected a JSON object");

@@ -218,6 +218,11 @@ TEST(SafetensorsBadInput, MalformedFields) {
   EXPECT_EQ(err(R"([1,2])"), "f.safetensors: tensor 'x' is not a JSON object");
   EXPECT_EQ(err(R"({"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,4]})"),
             "f.safetensors: tensor 'x' shape [4611686018427387904, 8] is too large");
+  // Empty, but its other dimensions still overflow any stride computation.
+  EXPECT_EQ(err(R"({"dtype":"U8","shape":[0,2,4611686018427387904],"data_offsets":[0,0]})"),
+            "f.safetensors: tensor 'x' shape [0, 2, 4611686018427387904] is too large");
+  EXPECT_EQ(parse(safetensors_image(R"({"x":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]}})", ""))
+                .tensors[0].nbytes, 0u);
 }
 
 TEST(SafetensorsBadInput, HeaderNotJsonOrNotObject) {
@@ -228,6 +233,13 @@ TEST(SafetensorsBadInput, HeaderNotJsonOrNotObject) {
   EXPECT_EQ(parse_error(safetensors_image(R"({"x":)", "")),
             "f.safetensors: safetensors header: invalid JSON at byte 6: syntax error while parsing "
             "value - unexpected end of input; expected '[', '{', or a literal");
+}
+
+// Found by fuzz_safetensors: nlohmann reports an overflowing number as out_of_range, not as a
+// parse error.
+TEST(SafetensorsBadInput, NumberTooLargeForJson) {
+  EXPECT_EQ(parse_error(safetensors_image(R"({"x":{"dtype":"F32","shape":[1e999]}})", "")),
+            "f.safetensors: safetensors header: invalid JSON: number overflow parsing '1e999'");
 }
 
 TEST(SafetensorsHeader, EmptyFileWithMetadataOnly) {

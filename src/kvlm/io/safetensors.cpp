@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kvlm/base/error.h"
+#include "kvlm/io/json_input.h"
 
 namespace kvlm {
 
@@ -41,13 +42,18 @@ Shape parse_shape(const Json& j, const std::string& where) {
   return shape;
 }
 
-// Bytes a tensor of `shape` and `dtype` needs; Error if the count overflows.
+// Bytes a tensor of `shape` and `dtype` needs. Error if the bytes of the non-zero dimensions
+// overflow: a zero dimension makes the tensor empty, but strides and partial products are still
+// computed from the other dimensions, so they must fit too.
 uint64_t shape_bytes(const Shape& shape, DType dtype, const std::string& where) {
-  uint64_t n = dtype_size(dtype);
-  for (int64_t d : shape)
-    check(!__builtin_mul_overflow(n, uint64_t(d), &n),
+  int64_t bytes = int64_t(dtype_size(dtype));
+  bool empty = false;
+  for (int64_t d : shape) {
+    empty |= d == 0;
+    check(!__builtin_mul_overflow(bytes, d == 0 ? 1 : d, &bytes),
           where + " shape " + shape_string(shape) + " is too large");
-  return n;
+  }
+  return empty ? 0 : uint64_t(bytes);
 }
 
 SafetensorsEntry parse_entry(const std::string& name, const Json& j, uint64_t data_size,
@@ -90,7 +96,7 @@ SafetensorsHeader parse_safetensors(const uint8_t* data, size_t size, const std:
                                     std::to_string(header_len) + " bytes but file has " +
                                     std::to_string(size));
   const std::string text(reinterpret_cast<const char*>(data + 8), size_t(header_len));
-  const Json root = parse_json(text, origin + ": safetensors header");
+  const Json root = parse_json_input(text, origin + ": safetensors header");
   check(root.is_object(), origin + ": safetensors header is not a JSON object");
 
   SafetensorsHeader h;
