@@ -1,7 +1,7 @@
 // TurboQuant constant data (see turboquant_tables.h).
 //
-// kSigns*, kSeed*: transcribed from the seed's turboquant-tables.ts (mlx-bun 0.0.11), every value
-// exact in float32. kGauss*: lloyd_max_gaussian(bits) rounded to float32; the test
+// kSigns*, kSeed*: transcribed from the seed's turboquant-tables.ts (mlx-bun 0.0.11) by
+// tools/turboquant_tables.py, every value exact in float32. kGauss*: lloyd_max_gaussian(bits) rounded to float32; the test
 // LloydMax.GaussianTablesMatchGenerator fails, printing the fresh values, if they ever disagree.
 #include "kvlm/quant/turboquant_tables.h"
 
