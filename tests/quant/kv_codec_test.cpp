@@ -270,7 +270,7 @@ TEST(KVCodecAffine, RoundTripWithinDerivedBound) {
   // MLX's rule rounds to the nearest step (error <= step/2) except a clamped top code (<= one
   // step), with step = |scale| computed in f32. Storing scale and bias in the parameter dtype
   // adds |Δscale| * code + |Δbias| <= u * (|scale| * (2^bits - 1) + |bias|), u the dtype's unit
-  // roundoff (2^-9 bf16, 2^-12 f16, 0 f32), relative to the stored values up to (1 + u).
+  // roundoff (2^-8 bf16, 2^-11 f16, 0 f32), relative to the stored values up to (1 + u).
   std::mt19937 rng(12);
   for (int bits : {2, 3, 4, 5, 6, 8})
     for (int g : {32, 64, 128})

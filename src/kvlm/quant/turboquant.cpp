@@ -12,9 +12,9 @@
 // rint is round-half-to-even, as mx.round in the reference. The reference divides by
 // (scale + 1e-8) using the unrounded scale, so a constant block (max == min != 0) gets scale 0
 // and an fp16 zero point of ±inf, and dequantizes to NaN; near-constant blocks get zero points
-// past 2048 that fp16 cannot hold exactly. The floor at max|x|/2000 engages only there (where the
-// reference's |zero| would exceed ~1750) and makes every block finite and accurate to
-// <= max|x|/4000 + fp16 rounding. A block so small that even the floored scale is 0 in fp16
+// past 2048 that fp16 cannot hold exactly. The floor at max|x|/2000 engages only there (where
+// the reference's |zero| would exceed ~1870 for 8-bit, ~1970 for 2-5-bit codes) and makes every
+// block finite and accurate to about max|x|/4000 plus fp16 rounding. A block so small that even the floored scale is 0 in fp16
 // (max|x| < 6e-5 with a tinier range) decodes to zeros.
 //
 // Value rule, per row (vllm-metal's turbo_quant_encode_value / lm_quant):
