@@ -1,0 +1,82 @@
+#include "kvlm/engine/engine_flags.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "kvlm/base/error.h"
+
+namespace kvlm {
+namespace {
+
+// Binary multiple of a size suffix ("", "K", "M", "G", "T", optionally followed by "B" or "iB"),
+// or 0 when the suffix is not one.
+int64_t size_multiplier(std::string suffix) {
+  for (char& c : suffix) c = char(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix.ends_with("IB")) suffix.resize(suffix.size() - 2);
+  else if (suffix.ends_with("B")) suffix.resize(suffix.size() - 1);
+  if (suffix.empty()) return 1;
+  if (suffix.size() != 1) return 0;
+  switch (suffix[0]) {
+    case 'K': return int64_t(1) << 10;
+    case 'M': return int64_t(1) << 20;
+    case 'G': return int64_t(1) << 30;
+    case 'T': return int64_t(1) << 40;
+    default: return 0;
+  }
+}
+
+// A CLI11 option that parses a byte size into `target`.
+void add_size_option(CLI::App& app, const std::string& name, int64_t& target,
+                     const std::string& help) {
+  app.add_option_function<std::string>(
+         name,
+         [&target, name](const std::string& text) {
+           try {
+             target = parse_byte_size(text);
+           } catch (const Error& e) {
+             throw CLI::ValidationError(name, e.what());
+           }
+         },
+         help)
+      ->type_name("SIZE");
+}
+
+}  // namespace
+
+int64_t parse_byte_size(std::string_view text) {
+  const std::string bad = "'" + std::string(text) +
+                          "' is not a size (a byte count, or a number with K, M, G or T)";
+  double value = 0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  const auto [rest, ec] = std::from_chars(begin, end, value);
+  check(ec == std::errc() && rest != begin && std::isfinite(value) && value >= 0, bad);
+  const int64_t mult = size_multiplier(std::string(rest, end));
+  check(mult != 0, bad);
+  const double bytes = value * double(mult);
+  check(bytes < 9.0e18, bad);
+  return int64_t(bytes);
+}
+
+void add_engine_options(CLI::App& app, EngineOptions& engine, ModelLoadOptions& load) {
+  app.add_option("--max-batch,--batch,--decode-concurrency", engine.max_batch,
+                 "Most sequences running at once")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--prefill-chunk", engine.prefill_chunk,
+                 "Most prompt tokens of one sequence per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--token-budget", engine.token_budget,
+                 "Most new tokens per step, decodes and prefill chunks together (>= --max-batch)")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  add_size_option(app, "--kv-budget", load.kv_budget_bytes,
+                  "KV cache pool size, e.g. 512M or 2G (default: one full-context sequence)");
+  add_size_option(app, "--prompt-cache-bytes", engine.prompt_cache_bytes,
+                  "Prefix cache budget, e.g. 256M; 0 = off (default: a quarter of the KV pool)");
+}
+
+}  // namespace kvlm
