@@ -203,6 +203,23 @@ TEST(ModelConfig, MiniCpmScalingFactors) {
   EXPECT_EQ(m.logit_divisor, 4.0f);
 }
 
+TEST(ModelConfig, HiddenActivation) {
+  Json c = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64},
+            {"num_hidden_layers", 4}, {"num_attention_heads", 4},
+            {"intermediate_size", 128}, {"vocab_size", 100}};
+  EXPECT_EQ(parse_model_config(c, {}, "c").mlp_activation, ops::GateActivation::kSiLU);
+  c["hidden_act"] = "gelu_pytorch_tanh";
+  EXPECT_EQ(parse_model_config(c, {}, "c").mlp_activation, ops::GateActivation::kGeluTanh);
+  c["hidden_act"] = "relu";
+  try {
+    parse_model_config(c, {}, "m/config.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "m/config.json: unsupported hidden_act 'relu' (supported: silu, gelu_pytorch_tanh)");
+  }
+}
+
 TEST(ModelConfig, HeadsMustDivide) {
   const Json c = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64},
                   {"num_hidden_layers", 4}, {"num_attention_heads", 4},

@@ -83,6 +83,15 @@ std::vector<int64_t> parse_windows(const Json& c, Architecture arch, int layers,
   return windows;
 }
 
+// transformers' ACT2FN names for the two gates kvlm implements ("gelu_new" and "gelu_fast" are
+// tanh approximations of GELU too).
+ops::GateActivation parse_activation(const std::string& act, const std::string& origin) {
+  if (act == "silu" || act == "swish") return ops::GateActivation::kSiLU;
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast")
+    return ops::GateActivation::kGeluTanh;
+  throw Error(origin + ": unsupported hidden_act '" + act + "' (supported: silu, gelu_pytorch_tanh)");
+}
+
 }  // namespace
 
 ops::RopeParams parse_rope_params(const Json& c, int head_dim, int64_t max_position_embeddings,
@@ -167,6 +176,7 @@ ModelConfig parse_model_config(const Json& c, const Json& gen, const std::string
   m.tie_word_embeddings = json_get_or<bool>(c, "tie_word_embeddings", false, origin);
   m.rope = parse_rope_params(c, m.head_dim, m.max_position_embeddings, origin);
   m.qk_norm = m.arch == Architecture::kQwen3;
+  m.mlp_activation = parse_activation(json_get_or<std::string>(c, "hidden_act", "silu", origin), origin);
   m.layer_window = parse_windows(c, m.arch, m.num_layers, origin);
 
   // MiniCPM: embeddings * scale_emb, residual branches * scale_depth / sqrt(layers), final hidden

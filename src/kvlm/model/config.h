@@ -29,6 +29,8 @@ struct ModelConfig {
   bool tie_word_embeddings = false;  // config value; a checkpoint without lm_head is tied anyway
   ops::RopeParams rope;
   bool qk_norm = false;  // Qwen3: RMSNorm of each q and k head before RoPE
+  // MLP gate activation from "hidden_act": silu (default) or tanh-approximated GELU.
+  ops::GateActivation mlp_activation = ops::GateActivation::kSiLU;
 
   // Sliding-window attention per layer: 0 = full attention.
   std::vector<int64_t> layer_window;

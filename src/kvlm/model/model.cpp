@@ -168,7 +168,7 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
 Tensor Model::Impl::mlp_block(const LayerWeights& lw, const Tensor& x) const {
   const Tensor gate = ops::linear(x, lw.gate);
   const Tensor up = ops::linear(x, lw.up);
-  return ops::linear(ops::gated_activation(gate, up, ops::GateActivation::kSiLU), lw.down);
+  return ops::linear(ops::gated_activation(gate, up, cfg.mlp_activation), lw.down);
 }
 
 Tensor Model::forward(const Batch& b) {
