@@ -132,11 +132,30 @@ TurboKeyGroup turbo_key_group_params(const float* x, int bits) {
   return {f32_to_f16(scale), f32_to_f16(zero)};
 }
 
-uint8_t turbo_key_code(float x, const TurboKeyGroup& p, int bits) {
-  const float scale = f16_to_f32(p.scale), zero = f16_to_f32(p.zero);
+namespace {
+
+// Round half to even for |v| < 2^22: adding 1.5 * 2^23 leaves no fraction bits, so the FPU's
+// default rounding (to nearest even) does the work. Without SSE4.1, std::nearbyint is a libm call
+// per element, which dominated key encoding.
+float round_half_even(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (v + kMagic) - kMagic;
+}
+
+// The code of x for a group's stored (widened) scale and zero point. Clamping before rounding
+// equals rounding before clamping (the bounds are integers) and keeps the rounding trick in
+// range; a NaN maps to the low code.
+uint8_t key_code(float x, float scale, float zero, int bits) {
   if (scale == 0.0f) return 0;
-  const float q = std::clamp(std::nearbyint(x / scale - zero), key_lo(bits), key_hi(bits));
+  const float v = x / scale - zero, lo = key_lo(bits), hi = key_hi(bits);
+  const float q = round_half_even(v > lo ? (v < hi ? v : hi) : lo);
   return uint8_t(int(q));  // signed codes wrap to their two's complement byte
+}
+
+}  // namespace
+
+uint8_t turbo_key_code(float x, const TurboKeyGroup& p, int bits) {
+  return key_code(x, f16_to_f32(p.scale), f16_to_f32(p.zero), bits);
 }
 
 size_t turbo_key_row_bytes(int head_dim, int bits) {
@@ -151,8 +170,9 @@ void turbo_encode_key_row(const float* x, int head_dim, int bits, uint8_t* row) 
   for (int g = 0; g < groups(head_dim); ++g) {
     const float* xg = x + g * kTurboGroupSize;
     const TurboKeyGroup p = turbo_key_group_params(xg, bits);
+    const float scale = f16_to_f32(p.scale), zero = f16_to_f32(p.zero);
     for (int j = 0; j < kTurboGroupSize; ++j)
-      codes[g * kTurboGroupSize + j] = turbo_key_code(xg[j], p, bits);
+      codes[g * kTurboGroupSize + j] = key_code(xg[j], scale, zero, bits);
     store_f16(row, scales_at + size_t(g) * 2, p.scale);
     store_f16(row, zeros_at + size_t(g) * 2, p.zero);
   }
@@ -174,9 +194,14 @@ void turbo_decode_key_row(const uint8_t* row, int head_dim, int bits, float* out
 }
 
 uint8_t turbo_value_code(const LloydMaxTable& table, float y) {
-  // The first boundary >= y sits right after the boundaries that y exceeds.
-  return uint8_t(std::lower_bound(table.boundaries.begin(), table.boundaries.end(), y) -
-                 table.boundaries.begin());
+  // Branch-free binary search over the 2^bits - 1 sorted boundaries: each step adds `step` when
+  // the boundary just below code + step lies under y, so the result is #{k : b_k < y}. A
+  // branching search mispredicts on random data and dominated 8-bit encoding.
+  const float* b = table.boundaries.data();
+  unsigned code = 0;
+  for (unsigned step = 1u << (table.bits - 1); step > 0; step >>= 1)
+    code += b[code + step - 1] < y ? step : 0u;
+  return uint8_t(code);
 }
 
 size_t turbo_value_row_bytes(int head_dim, int bits) {
