@@ -69,7 +69,9 @@ const float* weight_row(const ops::Weight& w, int64_t row, float* buf) {
   }
   // MLX affine: widen this row's scales and biases (model dtype), then dequantize.
   const int64_t groups = in / w.quant->group_size;
-  std::vector<float> sb(static_cast<size_t>(2 * groups));
+  // Per-thread scratch for the row's widened scales and biases: no allocation per weight row.
+  thread_local std::vector<float> sb;
+  sb.resize(size_t(2 * groups));
   widen(w.scales, row * groups, groups, sb.data());
   widen(w.biases, row * groups, groups, sb.data() + groups);
   const int64_t words = affine_packed_words(in, w.quant->bits);
