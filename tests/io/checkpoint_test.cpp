@@ -256,6 +256,36 @@ TEST(CheckpointQuantization, OverrideInheritsMissingFieldsFromGlobal) {
   EXPECT_EQ(c.quantization_for("model.layers.0.self_attn.q_proj")->bits, 4);
 }
 
+TEST(CheckpointQuantization, AffineWeightChecksShapes) {
+  TempDir d;
+  Json b = mlx_block();
+  b["model.layers.0.mlp.up_proj"] = {{"bits", 4}, {"group_size", 32}};
+  Checkpoint c = Checkpoint::open(quantized_dir(d, b).path());
+  AffineWeight w = c.affine_weight("model.layers.0.self_attn.q_proj", {8, 64});
+  EXPECT_EQ(w.spec.bits, 4);
+  EXPECT_EQ(w.packed.shape(), (Shape{8, 8}));
+  EXPECT_EQ(c.affine_weight("model.layers.0.mlp.down_proj", {8, 64}).spec.bits, 8);
+  const std::string file = d.file("model.safetensors");
+  EXPECT_EQ(error_of([&] { c.affine_weight("model.layers.0.self_attn.q_proj", {8, 128}); }),
+            file + ": tensor 'model.layers.0.self_attn.q_proj.weight' unpacks to shape [8, 64] at "
+                   "bits=4, expected [8, 128]");
+  EXPECT_EQ(error_of([&] { c.affine_weight("model.embed_tokens", {4, 64}); }),
+            d.file("config.json") + ": module 'model.embed_tokens' is not quantized");
+  EXPECT_EQ(error_of([&] { c.affine_weight("model.layers.0.mlp.up_proj", {8, 64}); }),
+            d.path() + ": missing tensor 'model.layers.0.mlp.up_proj.weight'");
+}
+
+TEST(CheckpointQuantization, AffineWeightRejectsScalesOfTheWrongGroup) {
+  TempDir d;
+  Json b = mlx_block();
+  b["model.layers.0.self_attn.q_proj"] = {{"bits", 4}, {"group_size", 32}};
+  Checkpoint c = Checkpoint::open(quantized_dir(d, b).path());
+  EXPECT_EQ(error_of([&] { c.affine_weight("model.layers.0.self_attn.q_proj", {8, 64}); }),
+            d.file("model.safetensors") +
+                ": tensor 'model.layers.0.self_attn.q_proj.weight': scales/biases shape [8, 1] "
+                "does not match packed [8, 8] at bits=4 group_size=32 (expected [8, 2])");
+}
+
 TEST(CheckpointQuantization, UnsupportedBlocksAreRefusedWithTheFileNamed) {
   auto err = [](const Json& block, const char* key = "quantization") {
     TempDir d;

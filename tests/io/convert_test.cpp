@@ -185,5 +185,55 @@ TEST(Convert, RefusesQuantizedSourceAndOccupiedDestination) {
                   "quantization block; convert needs a float checkpoint");
 }
 
+// The bundled default model (a real trained llama) converts at every width; each quantized
+// matrix dequantizes within one step per weight and within a relative error that shrinks with
+// the width.
+TEST(Convert, DefaultModelAtEveryWidth) {
+  const std::string model = std::string(KVLM_MODELS_DIR) + "/default";
+  if (!file_exists(model + "/config.json")) GTEST_SKIP() << "no bundled model at " << model;
+  const Checkpoint in = Checkpoint::open(model);
+  double previous = 1e9;
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
+    TempDir tmp;
+    convert_checkpoint({model, tmp.file("q"), {bits, 64}, std::nullopt});
+    const Checkpoint out = Checkpoint::open(tmp.file("q"));
+    double err2 = 0, ref2 = 0;
+    int modules = 0;
+    for (const std::string& n : in.names()) {
+      if (!is_quantizable_weight(n, in.info(n).shape)) continue;
+      const std::string m = n.substr(0, n.size() - 7);
+      const AffineWeight w = out.affine_weight(m, in.info(n).shape);
+      ASSERT_EQ(w.spec.bits, bits);
+      const Tensor deq = affine_dequantize(w);
+      const std::vector<float> x = in.tensor(n).to_f32_vector();
+      const std::vector<float> sc = w.scales.to_f32_vector();
+      const std::vector<float> bi = w.biases.to_f32_vector();
+      const double n_bins = double((1 << bits) - 1);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double e = double(deq.data<float>()[i]) - x[i];
+        // At most one step (half a step, or a full one for a clamped code), plus what storing the
+        // scale and bias in bf16 (relative error <= 2^-9 each) moves the grid point.
+        const double step = std::fabs(sc[i / 64]);
+        const double bound = step + (std::fabs(bi[i / 64]) + n_bins * step) / 256.0 + 1e-7;
+        ASSERT_LE(std::fabs(e), bound) << n << " bits " << bits << " i " << i;
+        err2 += e * e;
+        ref2 += double(x[i]) * x[i];
+      }
+      ++modules;
+    }
+    EXPECT_GT(modules, 0);
+    const double rel = std::sqrt(err2 / ref2);
+    EXPECT_LT(rel, previous) << "bits " << bits;
+    previous = rel;
+    if (bits == 4) {
+      EXPECT_LT(rel, 0.12);
+    }
+    if (bits == 8) {
+      EXPECT_LT(rel, 0.01);
+    }
+    std::printf("default model, %d-bit g64: relative weight error %.4f\n", bits, rel);
+  }
+}
+
 }  // namespace
 }  // namespace kvlm

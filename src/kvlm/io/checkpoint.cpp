@@ -213,4 +213,19 @@ std::optional<AffineSpec> Checkpoint::quantization_for(const std::string& module
   return std::nullopt;
 }
 
+AffineWeight Checkpoint::affine_weight(const std::string& module, const Shape& expected) const {
+  const std::optional<AffineSpec> spec = quantization_for(module);
+  check(spec.has_value(), config_path() + ": module '" + module + "' is not quantized");
+  AffineWeight w{tensor(module + ".weight"), tensor(module + ".scales"), tensor(module + ".biases"),
+                 *spec};
+  const std::string where = info(module + ".weight").file + ": tensor '" + module + ".weight'";
+  const int64_t cols = affine_check_shapes(w.packed, w.scales, w.biases, *spec, where);
+  Shape unpacked = w.packed.shape();
+  unpacked.back() = cols;
+  check(unpacked == expected, where + " unpacks to shape " + shape_string(unpacked) + " at bits=" +
+                                  std::to_string(spec->bits) + ", expected " +
+                                  shape_string(expected));
+  return w;
+}
+
 }  // namespace kvlm

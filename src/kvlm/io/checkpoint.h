@@ -51,6 +51,10 @@ class Checkpoint {
   // not quantized. "quantization_config" is read the same way when "quantization" is absent;
   // a quantization_config naming another method (gptq, awq, fp8, ...) is refused at open().
   std::optional<AffineSpec> quantization_for(const std::string& module) const;
+  // The packed weight, scales and biases of a quantized module (quantization_for(module) must
+  // hold), checked to be a [out, in] matrix, or [..., out, in] for stacked experts, equal to
+  // `expected` once unpacked. Errors name the file and the tensor.
+  AffineWeight affine_weight(const std::string& module, const Shape& expected) const;
   // True if config.json carries an MLX quantization block.
   bool is_quantized() const;
 
