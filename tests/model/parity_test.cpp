@@ -127,13 +127,35 @@ TEST_P(Parity, ThreadCountDoesNotChangeBits) {
   const Golden g = load_golden(GetParam());
   auto model = Model::load(fixture_dir(GetParam()));
   const std::vector<int32_t> tokens = stream_of(g);
-  ThreadPool one(1), three(3);
+  ThreadPool one(1), two(2), three(3);
   ops::set_thread_pool(&one);
   const std::vector<float> r1 = run_chunked(*model, tokens, 0);
+  ops::set_thread_pool(&two);
+  const std::vector<float> r2 = run_chunked(*model, tokens, 0);
   ops::set_thread_pool(&three);
   const std::vector<float> r3 = run_chunked(*model, tokens, 0);
   ops::set_thread_pool(nullptr);
+  EXPECT_TRUE(same_bits(r1, r2));
   EXPECT_TRUE(same_bits(r1, r3));
+}
+
+// A prefill chunk run without logits fills the same KV: the next token's logits are unchanged.
+TEST_P(Parity, ChunkWithoutLogitsFillsTheSameCache) {
+  const Golden g = load_golden(GetParam());
+  auto model = Model::load(fixture_dir(GetParam()));
+  KVSequence seq(model->kv_pool());
+  Batch b;
+  b.tokens = g.prompt;
+  b.seqs = {{&seq, 0, int32_t(g.prompt.size())}};
+  b.want_logits = false;
+  const Tensor none = model->forward(b);
+  EXPECT_EQ(none.shape(), (Shape{0, g.vocab}));
+  EXPECT_EQ(seq.length(), int32_t(g.prompt.size()));
+  const std::vector<float> next = run_chunk(*model, seq, {g.decode_tokens[0]});
+  std::vector<int32_t> all = g.prompt;
+  all.push_back(g.decode_tokens[0]);
+  const std::vector<float> one_shot = run_chunked(*model, all, 0);
+  EXPECT_TRUE(same_bits(next, std::vector<float>(one_shot.end() - g.vocab, one_shot.end())));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity, ::testing::ValuesIn(fixture_names()),

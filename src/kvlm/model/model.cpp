@@ -193,6 +193,7 @@ Tensor Model::forward(const Batch& b) {
     ops::add_scaled_inplace(x, f, c.residual_scale);
   }
   for (const SequenceBatchView& s : b.seqs) s.kv->commit_append(s.n_new);
+  if (!b.want_logits) return Tensor::empty({0, c.vocab_size}, DType::kF32);
 
   std::vector<int32_t> rows = b.logit_rows;
   if (rows.empty()) {

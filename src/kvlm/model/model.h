@@ -43,6 +43,8 @@ struct Batch {
   std::vector<SequenceBatchView> seqs;  // sum of n_new == tokens.size()
   std::vector<int32_t> logit_rows;      // rows of `tokens` whose logits are wanted;
                                         // empty = the last row of each sequence
+  bool want_logits = true;              // false: only fill the KV cache (a prefill chunk whose
+                                        // logits nobody reads); forward returns [0, vocab]
 };
 
 class Model {
