@@ -129,17 +129,21 @@ TEST(TurboPack, HandComputedBytesForEveryWidth) {
   // 3-bit: codes 0..7 -> sum c_i << 3i = 0xfac688, little-endian; codes 2 and 5 straddle.
   EXPECT_EQ(packed({0, 1, 2, 3, 4, 5, 6, 7}, 3), (std::vector<uint8_t>{0x88, 0xc6, 0xfa}));
   // 4-bit: element 2j in the low nibble.
-  EXPECT_EQ(packed({0xa, 0x5, 0xf, 0x0}, 4), (std::vector<uint8_t>{0x5a, 0x0f}));
+  EXPECT_EQ(packed({0xa, 0x5, 0xf, 0x0, 1, 2, 3, 4}, 4),
+            (std::vector<uint8_t>{0x5a, 0x0f, 0x21, 0x43}));
   // 5-bit: 8 codes in 5 bytes.
   EXPECT_EQ(packed({31, 0, 17, 8, 1, 30, 5, 22}, 5),
             (std::vector<uint8_t>{0x1f, 0x44, 0x14, 0x7c, 0xb1}));
   // 8-bit: one byte per code.
-  EXPECT_EQ(packed({0x00, 0x81, 0xff, 0x7f}, 8), (std::vector<uint8_t>{0x00, 0x81, 0xff, 0x7f}));
-  // Only the low `bits` of a code are stored.
-  EXPECT_EQ(packed({0xff, 0, 0, 0}, 2), (std::vector<uint8_t>{0x03}));
-  std::vector<uint8_t> out(1);
-  const uint8_t three[3] = {1, 2, 3};
-  EXPECT_THROW(pack_codes(three, 3, 3, out.data()), Error);
+  EXPECT_EQ(packed({0x00, 0x81, 0xff, 0x7f, 1, 2, 3, 4}, 8),
+            (std::vector<uint8_t>{0x00, 0x81, 0xff, 0x7f, 1, 2, 3, 4}));
+  // Only the low `bits` of a code are stored: 0xff -> 3 in bits 0-1, 0xfe -> 2 in bits 14-15.
+  EXPECT_EQ(packed({0xff, 0, 0, 0, 0, 0, 0, 0xfe}, 2), (std::vector<uint8_t>{0x03, 0x80}));
+  std::vector<uint8_t> out(8);
+  const uint8_t codes[8] = {1, 2, 3, 0, 0, 0, 0, 0};
+  EXPECT_THROW(pack_codes(codes, 3, 3, out.data()), Error);  // not whole blocks of 8
+  EXPECT_THROW(pack_codes(codes, 8, 6, out.data()), Error);  // no 6-bit TurboQuant codes
+  EXPECT_THROW(unpack_codes(out.data(), 8, 7, out.data()), Error);
 }
 
 TEST(TurboPack, RoundTripsEveryCodeAtEveryWidthAndHeadDim) {
@@ -154,6 +158,9 @@ TEST(TurboPack, RoundTripsEveryCodeAtEveryWidthAndHeadDim) {
       pack_codes(codes.data(), d, bits, stream.data());
       for (int i = 0; i < d; ++i)
         ASSERT_EQ(unpack_code(stream.data(), i, bits), codes[size_t(i)]) << bits << " " << i;
+      std::vector<uint8_t> all(static_cast<size_t>(d), 0xee);
+      unpack_codes(stream.data(), d, bits, all.data());
+      ASSERT_EQ(all, codes) << bits;
     }
 }
 

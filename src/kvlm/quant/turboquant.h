@@ -30,8 +30,8 @@ bool turbo_key_bits_supported(int bits);
 
 // --- little-endian code bit stream ---
 
-// Packs n codes of `bits` bits (each < 2^bits) into n*bits/8 bytes; n*bits must be a multiple
-// of 8.
+// Packs n codes of `bits` bits (2, 3, 4, 5 or 8; only the low `bits` of each code are kept)
+// into n*bits/8 bytes; n must be a multiple of 8.
 void pack_codes(const uint8_t* codes, int n, int bits, uint8_t* out);
 // Code i of a packed stream.
 inline uint32_t unpack_code(const uint8_t* stream, int i, int bits) {
@@ -41,6 +41,10 @@ inline uint32_t unpack_code(const uint8_t* stream, int i, int bits) {
   if (shift + bits > 8) v |= uint32_t(stream[byte + 1]) << (8 - shift);  // straddles two bytes
   return v & ((1u << bits) - 1u);
 }
+
+// Codes 0..n-1 of a packed stream (n a multiple of 8); bits 2, 3, 4, 5 or 8. The row
+// decoders use this, a loop specialised per width, instead of unpack_code per element.
+void unpack_codes(const uint8_t* stream, int n, int bits, uint8_t* codes);
 
 // --- randomised Hadamard transform ---
 
