@@ -194,6 +194,17 @@ TEST(TurboFwht, RotationIsOrthogonalAndOrdered) {
     double nx = 0, ny = 0;
     for (int i = 0; i < d; ++i) nx += double(x[size_t(i)]) * x[size_t(i)], ny += double(y[size_t(i)]) * y[size_t(i)];
     EXPECT_NEAR(ny / nx, 1.0, 1e-5) << d;
+    // Inner products survive the rotation: <Pi q, Pi k> = <q, k> (what a rotated-key variant
+    // relies on when it rotates the query instead of decoding keys).
+    const std::vector<float> q = gaussian_row(rng, d);
+    std::vector<float> qr = q;
+    turbo_rotate(qr.data(), signs);
+    double dot = 0, dot_rotated = 0;
+    for (int i = 0; i < d; ++i) {
+      dot += double(q[size_t(i)]) * x[size_t(i)];
+      dot_rotated += double(qr[size_t(i)]) * y[size_t(i)];
+    }
+    EXPECT_NEAR(dot_rotated, dot, 1e-4 * std::sqrt(nx * d)) << d;
     turbo_unrotate(y.data(), signs);
     for (int i = 0; i < d; ++i) EXPECT_NEAR(y[size_t(i)], x[size_t(i)], 1e-5f) << d;
     // Encode applies the signs first: rotate(e_j) = s_j * H[:, j] / sqrt(d).
