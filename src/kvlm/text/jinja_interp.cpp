@@ -2,6 +2,7 @@
 #include "kvlm/text/jinja_interp.h"
 
 #include <cmath>
+#include <set>
 
 #include "kvlm/base/error.h"
 #include "kvlm/text/jinja_lexer.h"
@@ -87,6 +88,11 @@ Value get_attr(const Value& obj, const std::string& name) {
   }
   Value method = bound_method(obj, name);
   if (!method.is_undefined()) return method;
+  // jinja2's immutable sandbox refuses methods that would mutate a list or dict.
+  static const std::set<std::string> mutators = {"append", "extend", "insert", "pop", "remove", "clear",
+                                                  "sort", "reverse", "update", "setdefault", "popitem"};
+  if ((obj.is_list() || obj.is_dict()) && mutators.count(name) && !(obj.is_dict() && obj.dict().find(name)))
+    return Value(Undefined{"access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe."});
   if (obj.is_dict()) {
     const Value* v = obj.dict().find(name);
     if (v) return *v;

@@ -137,7 +137,9 @@ class Lexer {
       ++p;
     }
     advance_to(p);
-    line_starting_ = true;
+    // jinja2: a following block tag counts as starting a line only if the tag's own match
+    // (with what trim_blocks or '-' swallowed) ended in a newline.
+    line_starting_ = s_[p - 1] == '\n';
   }
 
   void lex_comment() {

@@ -81,13 +81,16 @@ class Parser {
 
   // Parses statements until a block whose tag is in `ends` (left unconsumed: the caller reads
   // the tag) or the end of the template.
-  Body parse_body(const std::set<std::string>& ends) {
+  // `block` and `block_line` name the statement being closed, for the error when it is not.
+  Body parse_body(const std::set<std::string>& ends, const char* block = nullptr, int block_line = 0) {
     Nest nest(*this);
     Body body;
     while (true) {
       const Token& t = cur();
       if (t.kind == Tok::kEof) {
-        if (!ends.empty()) fail("unexpected end of template, expected '" + *ends.begin() + "'");
+        if (block)
+          fail("unexpected end of template: '" + std::string(block) + "' from line " + std::to_string(block_line) +
+               " is never closed (expected 'end" + block + "')");
         return body;
       }
       if (t.kind == Tok::kData) {
@@ -137,6 +140,7 @@ class Parser {
         "include", "import", "from", "extends", "block", "do", "autoescape", "trans", "pluralize"};
     i_--;
     if (unsupported.count(tag)) fail("unsupported statement '" + tag + "'");
+    if (tag.rfind("end", 0) == 0 || tag == "elif" || tag == "else") fail("unexpected '" + tag + "'");
     fail("unknown statement '" + tag + "'");
   }
 
@@ -145,7 +149,7 @@ class Parser {
     ExprPtr cond = parse_tuple_or_expr();
     expect_block_end();
     while (true) {
-      Body body = parse_body({"elif", "else", "endif"});
+      Body body = parse_body({"elif", "else", "endif"}, "if", line);
       node->branches.emplace_back(std::move(cond), std::move(body));
       std::string tag = end_tag();
       if (tag == "elif") {
@@ -155,7 +159,7 @@ class Parser {
       }
       if (tag == "else") {
         expect_block_end();
-        node->otherwise = parse_body({"endif"});
+        node->otherwise = parse_body({"endif"}, "if", line);
         end_tag();
       }
       expect_block_end();
@@ -188,10 +192,10 @@ class Parser {
     if (accept_name("if")) node->filter = parse_expression();
     if (is_name("recursive")) fail("unsupported 'recursive' for loop");
     expect_block_end();
-    node->body = parse_body({"else", "endfor"});
+    node->body = parse_body({"else", "endfor"}, "for", line);
     if (end_tag() == "else") {
       expect_block_end();
-      node->otherwise = parse_body({"endfor"});
+      node->otherwise = parse_body({"endfor"}, "for", line);
       end_tag();
     }
     expect_block_end();
@@ -208,7 +212,7 @@ class Parser {
     }
     while (accept_op("|")) node->filters.push_back(parse_filter(nullptr));
     expect_block_end();
-    node->body = parse_body({"endset"});
+    node->body = parse_body({"endset"}, "set", line);
     end_tag();
     expect_block_end();
     return node;
@@ -233,7 +237,7 @@ class Parser {
     node->name = expect_name();
     node->params = parse_params();
     expect_block_end();
-    node->body = parse_body({"endmacro"});
+    node->body = parse_body({"endmacro"}, "macro", line);
     end_tag();
     if (cur().kind == Tok::kName) ++i_;  // {% endmacro name %}
     expect_block_end();
@@ -249,7 +253,7 @@ class Parser {
     call.release();
     node->call.reset(as_call);
     expect_block_end();
-    node->body = parse_body({"endcall"});
+    node->body = parse_body({"endcall"}, "call", line);
     end_tag();
     expect_block_end();
     return node;
@@ -261,7 +265,7 @@ class Parser {
       node->filters.push_back(parse_filter(nullptr));
     } while (accept_op("|"));
     expect_block_end();
-    node->body = parse_body({"endfilter"});
+    node->body = parse_body({"endfilter"}, "filter", line);
     end_tag();
     expect_block_end();
     return node;
@@ -276,7 +280,7 @@ class Parser {
       node->assignments.emplace_back(name, parse_expression());
     }
     expect_block_end();
-    node->body = parse_body({"endwith"});
+    node->body = parse_body({"endwith"}, "with", line);
     end_tag();
     expect_block_end();
     return node;
@@ -285,7 +289,7 @@ class Parser {
   StmtPtr parse_generation(int line) {
     auto node = std::make_unique<ScopeStmt>(line);
     expect_block_end();
-    node->body = parse_body({"endgeneration"});
+    node->body = parse_body({"endgeneration"}, "generation", line);
     end_tag();
     expect_block_end();
     return node;
