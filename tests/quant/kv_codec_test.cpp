@@ -198,7 +198,8 @@ TEST(KVCodecPassthrough, BytesAreTheDtypeLittleEndian) {
     for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], round_to(x[i], dt)) << i;
   }
   // Hand-computed: 1/3 in f16 is 0x3555, in bf16 0x3eab; -2.5 is 0xc100 / 0xc020.
-  const KVCodec f16(kv_passthrough_spec(DType::kF16), 8), bf16(kv_passthrough_spec(DType::kBF16), 8);
+  const KVCodec f16(kv_passthrough_spec(DType::kF16), 8),
+      bf16(kv_passthrough_spec(DType::kBF16), 8);
   std::vector<uint8_t> a(16), b(16);
   f16.encode_value_row(x.data(), a.data());
   bf16.encode_value_row(x.data(), b.data());
@@ -218,10 +219,10 @@ TEST(KVCodecAffine, HandComputedRowBytes) {
   std::vector<uint8_t> row(codec.key_row_bytes());
   ASSERT_EQ(row.size(), 16u + 4u + 4u);
   codec.encode_key_row(x.data(), row.data());
-  const std::vector<uint8_t> want = {0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88,
-                                     0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x00,
-                                     0x44, 0x44, 0x04, 0xc0,   // -2.0666666f
-                                     0x00, 0x00, 0xf8, 0x41};  // 31.0f
+  const std::vector<uint8_t> want = {0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99,
+                                     0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22,
+                                     0x11, 0x00, 0x44, 0x44, 0x04, 0xc0,  // -2.0666666f
+                                     0x00, 0x00, 0xf8, 0x41};             // 31.0f
   EXPECT_EQ(row, want);
   std::vector<float> y(32);
   codec.decode_key_row(row.data(), y.data());
@@ -244,8 +245,7 @@ TEST(KVCodecAffine, RowIsAffineQuantizeRowOutput) {
         codec.encode_key_row(x.data(), row.data());
         std::vector<uint32_t> packed(size_t(affine_packed_words(d, bits)));
         std::vector<float> scales(size_t(d / g)), biases(size_t(d / g));
-        affine_quantize_row(x.data(), d, {bits, g}, p, packed.data(), scales.data(),
-                            biases.data());
+        affine_quantize_row(x.data(), d, {bits, g}, p, packed.data(), scales.data(), biases.data());
         ASSERT_EQ(std::memcmp(row.data(), packed.data(), packed.size() * 4), 0);
         const size_t at = packed.size() * 4, ps = dtype_size(p);
         for (int k = 0; k < d / g; ++k) {
@@ -294,8 +294,7 @@ TEST(KVCodecAffine, RoundTripWithinDerivedBound) {
             // |scale| <= step * (1 + 1/(2^bits - 1)) after snapping; |bias| <= top.
             const float scale = step * (1.0f + 1.0f / float((1 << bits) - 1));
             const float bound = scale * (1 + 1e-5f) +
-                                u * (1 + u) * (scale * float((1 << bits) - 1) + top) +
-                                1e-6f * top;
+                                u * (1 + u) * (scale * float((1 << bits) - 1) + top) + 1e-6f * top;
             for (int j = k * g; j < (k + 1) * g; ++j)
               ASSERT_LE(std::fabs(y[size_t(j)] - x[size_t(j)]), bound)
                   << codec.name() << " " << dtype_name(p) << " j " << j;
@@ -327,7 +326,8 @@ TEST(KVCodecTurbo, RowsAreTurboQuantRows) {
     }
   // The gaussian 8-bit table codes differently from the seed's.
   const std::vector<float> x = gaussian_row(rng, 128);
-  const KVCodec seed(kv_turbo_spec(8, 8), 128), gauss(kv_turbo_spec(8, 8, TurboTables::kGaussian), 128);
+  const KVCodec seed(kv_turbo_spec(8, 8), 128),
+      gauss(kv_turbo_spec(8, 8, TurboTables::kGaussian), 128);
   std::vector<uint8_t> a(seed.value_row_bytes()), b(gauss.value_row_bytes());
   seed.encode_value_row(x.data(), a.data());
   gauss.encode_value_row(x.data(), b.data());
@@ -361,7 +361,8 @@ std::vector<float> attend_through_codec(const KVCodec& c, const std::vector<floa
                                         const std::vector<uint8_t>& keys,
                                         const std::vector<uint8_t>& values, int n) {
   const int d = c.head_dim();
-  std::vector<float> k(static_cast<size_t>(d)), v(static_cast<size_t>(d)), out(size_t(d), 0.0f), w(static_cast<size_t>(n));
+  std::vector<float> k(static_cast<size_t>(d)), v(static_cast<size_t>(d)), out(size_t(d), 0.0f),
+      w(static_cast<size_t>(n));
   float mx = -INFINITY, sum = 0;
   for (int i = 0; i < n; ++i) {
     c.decode_key_row(keys.data() + size_t(i) * c.key_row_bytes(), k.data());
@@ -387,7 +388,8 @@ TEST(KVCodec, AttentionInTheValueDomainEqualsDequantizedAttention) {
   for (const KVCodecSpec& spec : all_specs()) {
     const int d = 128;
     const KVCodec c(spec, d);
-    std::vector<uint8_t> keys(size_t(n) * c.key_row_bytes()), values(size_t(n) * c.value_row_bytes());
+    std::vector<uint8_t> keys(size_t(n) * c.key_row_bytes()),
+        values(size_t(n) * c.value_row_bytes());
     const std::vector<float> zero_row(static_cast<size_t>(d), 0.0f);
     std::vector<std::vector<float>> kd(static_cast<size_t>(n), zero_row);
     std::vector<std::vector<float>> vd = kd;

@@ -95,7 +95,7 @@ TEST(LloydMax, GaussianOptimumMatchesPublishedValues) {
     int bits;
     const std::vector<double>* positive;
     double mse;
-  } cases[] = {{1, &c1, 0.363380}, {2, &c2, 0.117482}, {3, &c3, 0.034548},
+  } cases[] = {{1, &c1, 0.363380}, {2, &c2, 0.117482},     {3, &c3, 0.034548},
                {4, &c4, 0.009501}, {5, nullptr, 0.002505}, {8, nullptr, 0.0000412}};
   for (const auto& c : cases) {
     const LloydMaxFit fit = lloyd_max_gaussian(c.bits);
@@ -125,10 +125,10 @@ TEST(LloydMax, GaussianTablesMatchGenerator) {
   for (int bits : {2, 3, 4, 5, 8}) {
     const LloydMaxFit fit = lloyd_max_gaussian(bits);
     const LloydMaxTable& t = turbo_lloyd_max_table(TurboTables::kGaussian, bits);
-    const bool same = std::equal(fit.centroids.begin(), fit.centroids.end(),
-                                 t.centroids.begin(), t.centroids.end()) &&
-                      std::equal(fit.boundaries.begin(), fit.boundaries.end(),
-                                 t.boundaries.begin(), t.boundaries.end());
+    const bool same = std::equal(fit.centroids.begin(), fit.centroids.end(), t.centroids.begin(),
+                                 t.centroids.end()) &&
+                      std::equal(fit.boundaries.begin(), fit.boundaries.end(), t.boundaries.begin(),
+                                 t.boundaries.end());
     EXPECT_TRUE(same) << bits;
     if (!same) {
       std::printf("kGaussCentroids%d:", bits);
@@ -146,8 +146,11 @@ TEST(LloydMax, TableQualitySeedVersusGaussian) {
   const struct {
     int bits;
     double seed, optimal;
-  } cases[] = {{2, 0.117486, 0.117482}, {3, 0.034548, 0.034548}, {4, 0.009507, 0.009501},
-               {5, 0.002512, 0.002505}, {8, 0.0001003, 0.0000412}};
+  } cases[] = {{2, 0.117486, 0.117482},
+               {3, 0.034548, 0.034548},
+               {4, 0.009507, 0.009501},
+               {5, 0.002512, 0.002505},
+               {8, 0.0001003, 0.0000412}};
   for (const auto& c : cases) {
     const LloydMaxTable& s = turbo_lloyd_max_table(TurboTables::kSeed, c.bits);
     const LloydMaxTable& g = turbo_lloyd_max_table(TurboTables::kGaussian, c.bits);

@@ -192,7 +192,8 @@ TEST(TurboFwht, RotationIsOrthogonalAndOrdered) {
     std::vector<float> y = x;
     turbo_rotate(y.data(), signs);
     double nx = 0, ny = 0;
-    for (int i = 0; i < d; ++i) nx += double(x[size_t(i)]) * x[size_t(i)], ny += double(y[size_t(i)]) * y[size_t(i)];
+    for (int i = 0; i < d; ++i)
+      nx += double(x[size_t(i)]) * x[size_t(i)], ny += double(y[size_t(i)]) * y[size_t(i)];
     EXPECT_NEAR(ny / nx, 1.0, 1e-5) << d;
     // Inner products survive the rotation: <Pi q, Pi k> = <q, k> (what a rotated-key variant
     // relies on when it rotates the query instead of decoding keys).
@@ -262,7 +263,7 @@ TEST(TurboKey, HandComputedGroups) {
 TEST(TurboKey, RowLayoutIsCodesThenScalesThenZeros) {
   // d = 64, 4 bits: 32 code bytes, then 2 fp16 scales, then 2 fp16 zeros.
   std::vector<float> x(64);
-  for (int j = 0; j < 32; ++j) x[size_t(j)] = 0.1f * float(j);           // group 0: the ramp
+  for (int j = 0; j < 32; ++j) x[size_t(j)] = 0.1f * float(j);                 // group 0: the ramp
   for (int j = 32; j < 64; ++j) x[size_t(j)] = -1.0f + 0.08f * float(j - 32);  // group 1
   ASSERT_EQ(turbo_key_row_bytes(64, 4), 32u + 4u + 4u);
   std::vector<uint8_t> row(turbo_key_row_bytes(64, 4), 0xee);
@@ -303,9 +304,8 @@ void expect_key_bound(const std::vector<float>& x, int bits, const char* what) {
     if (s == 0.0f) {
       ASSERT_LT(max_abs, 6.2e-5f) << what;
     }
-    const float bound = s == 0.0f ? max_abs
-                                  : s * 0.5f + span * std::max(s * 0x1p-11f, 0x1p-25f) +
-                                        1e-6f * max_abs;
+    const float bound =
+        s == 0.0f ? max_abs : s * 0.5f + span * std::max(s * 0x1p-11f, 0x1p-25f) + 1e-6f * max_abs;
     for (int j = 32 * g; j < 32 * g + 32; ++j) {
       ASSERT_TRUE(std::isfinite(y[size_t(j)])) << what;
       ASSERT_LE(std::fabs(x[size_t(j)] - y[size_t(j)]), bound)
@@ -498,8 +498,10 @@ TEST(TurboValue, GaussianTablesBeatTheSeedAtEightBits) {
     std::printf("[ codec MSE ] bits %d d 128: seed %.6g gaussian %.6g\n", bits, ms, mg);
     EXPECT_LT(ms, gaussian_table_mse(seed.centroids, seed.boundaries)) << bits;
     EXPECT_LT(mg, gaussian_table_mse(gauss.centroids, gauss.boundaries)) << bits;
-    if (bits == 8) EXPECT_LT(mg, 0.6 * ms);
-    else EXPECT_LT(mg, 1.01 * ms) << bits;
+    if (bits == 8)
+      EXPECT_LT(mg, 0.6 * ms);
+    else
+      EXPECT_LT(mg, 1.01 * ms) << bits;
   }
 }
 

@@ -61,7 +61,7 @@ float load_scalar(const uint8_t* at, DType dt) {
 }
 
 float round_to(float v, DType dt) {
-  return dt == DType::kF32 ? v
+  return dt == DType::kF32   ? v
          : dt == DType::kF16 ? f16_to_f32(f32_to_f16(v))
                              : bf16_to_f32(f32_to_bf16(v));
 }
@@ -82,14 +82,22 @@ void pass_encode(const KVCodec& c, const float* x, uint8_t* row) {
 }
 template <DType kDt>
 void pass_decode(const KVCodec& c, const uint8_t* row, float* out) {
-  for (int i = 0; i < c.head_dim(); ++i) out[i] = load_scalar(row + size_t(i) * dtype_size(kDt), kDt);
+  for (int i = 0; i < c.head_dim(); ++i)
+    out[i] = load_scalar(row + size_t(i) * dtype_size(kDt), kDt);
 }
 
 template <DType kDt>
 constexpr KVCodecTraits passthrough_traits(const char* name) {
-  return {name,           false,          pass_validate<kDt>, pass_bytes<kDt>,
-          pass_bytes<kDt>, pass_encode<kDt>, pass_decode<kDt>,   pass_encode<kDt>,
-          pass_decode<kDt>, nullptr};
+  return {.name = name,
+          .rotates_values = false,
+          .validate = pass_validate<kDt>,
+          .key_row_bytes = pass_bytes<kDt>,
+          .value_row_bytes = pass_bytes<kDt>,
+          .encode_key = pass_encode<kDt>,
+          .decode_key = pass_decode<kDt>,
+          .encode_value = pass_encode<kDt>,
+          .decode_value_rotated = pass_decode<kDt>,
+          .inverse_value_transform = nullptr};
 }
 
 // --- MLX affine ---
@@ -103,8 +111,8 @@ size_t affine_code_bytes(const KVCodecSpec& s, int head_dim) {
 void affine_validate(const KVCodecSpec& spec, int head_dim) {
   check_head_dim_range(spec, head_dim);
   if (!affine_spec_supported(affine_of(spec)))
-    fail(spec, "unsupported bits=" + std::to_string(spec.bits) + " group_size=" +
-                   std::to_string(spec.group_size) +
+    fail(spec, "unsupported bits=" + std::to_string(spec.bits) +
+                   " group_size=" + std::to_string(spec.group_size) +
                    " (bits must be 2, 3, 4, 5, 6 or 8; group_size 32, 64 or 128)");
   if (head_dim % spec.group_size != 0)
     fail(spec, "head_dim=" + std::to_string(head_dim) + " is not a multiple of group_size " +
@@ -152,9 +160,16 @@ void affine_decode(const KVCodec& c, const uint8_t* row, float* out) {
   affine_dequantize_row(packed, scales, biases, d, affine_of(s), out);
 }
 
-constexpr KVCodecTraits kAffineTraits = {
-    "affine",      false,         affine_validate, affine_bytes, affine_bytes,
-    affine_encode, affine_decode, affine_encode,   affine_decode, nullptr};
+constexpr KVCodecTraits kAffineTraits = {.name = "affine",
+                                         .rotates_values = false,
+                                         .validate = affine_validate,
+                                         .key_row_bytes = affine_bytes,
+                                         .value_row_bytes = affine_bytes,
+                                         .encode_key = affine_encode,
+                                         .decode_key = affine_decode,
+                                         .encode_value = affine_encode,
+                                         .decode_value_rotated = affine_decode,
+                                         .inverse_value_transform = nullptr};
 
 // --- TurboQuant ---
 
@@ -188,10 +203,16 @@ void turbo_decode_value_rotated(const KVCodec& c, const uint8_t* row, float* out
 }
 void turbo_inverse(const KVCodec& c, float* row) { turbo_unrotate(row, c.signs()); }
 
-constexpr KVCodecTraits kTurboTraits = {
-    "turbo",          true,             turbo_validate,     turbo_key_bytes,
-    turbo_value_bytes, turbo_encode_key, turbo_decode_key,   turbo_encode_value,
-    turbo_decode_value_rotated, turbo_inverse};
+constexpr KVCodecTraits kTurboTraits = {.name = "turbo",
+                                        .rotates_values = true,
+                                        .validate = turbo_validate,
+                                        .key_row_bytes = turbo_key_bytes,
+                                        .value_row_bytes = turbo_value_bytes,
+                                        .encode_key = turbo_encode_key,
+                                        .decode_key = turbo_decode_key,
+                                        .encode_value = turbo_encode_value,
+                                        .decode_value_rotated = turbo_decode_value_rotated,
+                                        .inverse_value_transform = turbo_inverse};
 
 constexpr KVCodecTraits kTraits[size_t(KVCodecKind::kCount)] = {
     passthrough_traits<DType::kF32>("f32"), passthrough_traits<DType::kF16>("f16"),
@@ -255,8 +276,7 @@ KVCodecSpec kv_passthrough_spec(DType dtype) {
     case DType::kF16: s.kind = KVCodecKind::kF16; break;
     case DType::kBF16: s.kind = KVCodecKind::kBF16; break;
     default:
-      throw Error(std::string("KV cache dtype must be f32, f16 or bf16, not ") +
-                  dtype_name(dtype));
+      throw Error(std::string("KV cache dtype must be f32, f16 or bf16, not ") + dtype_name(dtype));
   }
   return s;
 }

@@ -38,19 +38,18 @@ enum class KVCodecKind : uint8_t {
 
 struct KVCodecSpec {
   KVCodecKind kind = KVCodecKind::kBF16;
-  int bits = 0;                              // kAffine: code width
-  int group_size = 0;                        // kAffine: values per scale/bias
-  int key_bits = 0;                          // kTurbo: 2, 4, 5 or 8
-  int value_bits = 0;                        // kTurbo: 2, 3, 4, 5 or 8
-  DType param_dtype = DType::kBF16;          // kAffine: dtype of scales and biases (model dtype)
-  TurboTables tables = TurboTables::kSeed;   // kTurbo: value codebooks
+  int bits = 0;                             // kAffine: code width
+  int group_size = 0;                       // kAffine: values per scale/bias
+  int key_bits = 0;                         // kTurbo: 2, 4, 5 or 8
+  int value_bits = 0;                       // kTurbo: 2, 3, 4, 5 or 8
+  DType param_dtype = DType::kBF16;         // kAffine: dtype of scales and biases (model dtype)
+  TurboTables tables = TurboTables::kSeed;  // kTurbo: value codebooks
   bool operator==(const KVCodecSpec&) const = default;
 };
 
 KVCodecSpec kv_passthrough_spec(DType dtype);  // f32, f16 or bf16
 KVCodecSpec kv_affine_spec(int bits, int group_size, DType param_dtype);
-KVCodecSpec kv_turbo_spec(int key_bits, int value_bits,
-                          TurboTables tables = TurboTables::kSeed);
+KVCodecSpec kv_turbo_spec(int key_bits, int value_bits, TurboTables tables = TurboTables::kSeed);
 
 inline constexpr int kDefaultKVGroupSize = 64;
 inline constexpr int kMaxKVHeadDim = 1024;

@@ -115,7 +115,8 @@ LloydMaxFit lloyd_max_gaussian(int bits, double tol, int max_iterations) {
   // Start from the high-resolution optimum: point density ∝ pdf^(1/3), i.e. the quantiles of
   // N(0, 3). It is already within a few percent of the answer at every width.
   std::vector<double> c(n);
-  for (size_t k = 0; k < n; ++k) c[k] = std::sqrt(3.0) * normal_quantile((double(k) + 0.5) / double(n));
+  for (size_t k = 0; k < n; ++k)
+    c[k] = std::sqrt(3.0) * normal_quantile((double(k) + 0.5) / double(n));
   LloydMaxFit fit;
   // Lloyd until the basin is certain, then Newton to full precision.
   double moved = INFINITY;
@@ -189,9 +190,7 @@ namespace {
 
 // MLX's uniform on [0, 1): the word as f32 over f32(2^32 - 1) (which rounds to 2^32), capped
 // just below 1.
-float mlx_unit_uniform(uint32_t w) {
-  return std::min(float(w) / 4294967296.0f, 0.99999994f);
-}
+float mlx_unit_uniform(uint32_t w) { return std::min(float(w) / 4294967296.0f, 0.99999994f); }
 
 // Giles' single-precision erfinv ("Approximating the erfinv function", 2010), which MLX's
 // kernels of the seed's era evaluated in f32.
@@ -275,8 +274,8 @@ LloydMaxFit lloyd_max_mlx_samples(int bits) {
     size_t begin = 0;
     for (size_t k = 0; k < n; ++k) {
       // Cell k holds the samples with b[k-1] < v <= b[k] (code = #{k : v > b[k]}).
-      const size_t end = k + 1 == n ? x.size()
-                                    : size_t(std::upper_bound(x.begin(), x.end(), b[k]) - x.begin());
+      const size_t end =
+          k + 1 == n ? x.size() : size_t(std::upper_bound(x.begin(), x.end(), b[k]) - x.begin());
       if (end > begin) {  // an empty cell keeps its centroid
         const float next = float(prefix[end] - prefix[begin]) / float(end - begin);
         moved = std::max(moved, std::fabs(next - c[k]));

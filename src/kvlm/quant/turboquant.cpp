@@ -14,8 +14,8 @@
 // and an fp16 zero point of ±inf, and dequantizes to NaN; near-constant blocks get zero points
 // past 2048 that fp16 cannot hold exactly. The floor at max|x|/2000 engages only there (where
 // the reference's |zero| would exceed ~1870 for 8-bit, ~1970 for 2-5-bit codes) and makes every
-// block finite and accurate to about max|x|/4000 plus fp16 rounding. A block so small that even the floored scale is 0 in fp16
-// (max|x| < 6e-5 with a tinier range) decodes to zeros.
+// block finite and accurate to about max|x|/4000 plus fp16 rounding. A block so small that even the
+// floored scale is 0 in fp16 (max|x| < 6e-5 with a tinier range) decodes to zeros.
 //
 // Value rule, per row (vllm-metal's turbo_quant_encode_value / lm_quant):
 //   y = H(D x)/sqrt(d) in f32; per 32-group s = sqrt(mean(y^2)); code = #{k : y/(s + 1e-8) > b_k}
@@ -66,13 +66,11 @@ bool turbo_head_dim_supported(int head_dim) {
 void check_turbo_head_dim(int head_dim, std::string_view what) {
   // Built only on failure: the row encoders call this for every row.
   if (!turbo_head_dim_supported(head_dim))
-    throw Error(std::string(what) + ": TurboQuant does not support head_dim=" + std::to_string(head_dim) +
-                " (supported: 64, 128, 256, 512)");
+    throw Error(std::string(what) + ": TurboQuant does not support head_dim=" +
+                std::to_string(head_dim) + " (supported: 64, 128, 256, 512)");
 }
 
-bool turbo_key_bits_supported(int bits) {
-  return bits == 2 || bits == 4 || bits == 5 || bits == 8;
-}
+bool turbo_key_bits_supported(int bits) { return bits == 2 || bits == 4 || bits == 5 || bits == 8; }
 
 namespace {
 
@@ -189,8 +187,8 @@ TurboKeyGroup turbo_key_group_params(const float* x, int bits) {
   float scale = std::max((hi - lo) / span, max_abs / kKeyZeroLimit);
   scale = round_f16(std::min(scale, kF16Max));
   if (scale == 0.0f) return {};  // every |x| < 6e-5: the group decodes to zeros
-  const float zero = key_signed(bits) ? std::nearbyint((hi + lo) / (2.0f * scale))
-                                      : std::nearbyint(lo / scale);
+  const float zero =
+      key_signed(bits) ? std::nearbyint((hi + lo) / (2.0f * scale)) : std::nearbyint(lo / scale);
   return {f32_to_f16(scale), f32_to_f16(zero)};
 }
 

@@ -1,8 +1,9 @@
 // TurboQuant constant data (see turboquant_tables.h).
 //
 // kSigns*, kSeed*: transcribed from the seed's turboquant-tables.ts (mlx-bun 0.0.11) by
-// tools/turboquant_tables.py, every value exact in float32. kGauss*: lloyd_max_gaussian(bits) rounded to float32; the test
-// LloydMax.GaussianTablesMatchGenerator fails, printing the fresh values, if they ever disagree.
+// tools/turboquant_tables.py, every value exact in float32. kGauss*: lloyd_max_gaussian(bits)
+// rounded to float32; the test LloydMax.GaussianTablesMatchGenerator fails, printing the fresh
+// values, if they ever disagree.
 #include "kvlm/quant/turboquant_tables.h"
 
 #include <string>
@@ -445,15 +446,24 @@ constexpr LloydMaxTable table(int bits, const float (&c)[C], const float (&b)[B]
 }
 
 // Indexed by bits; widths without a table stay empty.
-const LloydMaxTable kSeedTables[9] = {
-    {}, {}, table(2, kSeedCentroids2, kSeedBoundaries2), table(3, kSeedCentroids3, kSeedBoundaries3),
-    table(4, kSeedCentroids4, kSeedBoundaries4), table(5, kSeedCentroids5, kSeedBoundaries5),
-    {}, {}, table(8, kSeedCentroids8, kSeedBoundaries8)};
-const LloydMaxTable kGaussTables[9] = {
-    {}, {}, table(2, kGaussCentroids2, kGaussBoundaries2),
-    table(3, kGaussCentroids3, kGaussBoundaries3), table(4, kGaussCentroids4, kGaussBoundaries4),
-    table(5, kGaussCentroids5, kGaussBoundaries5), {}, {},
-    table(8, kGaussCentroids8, kGaussBoundaries8)};
+const LloydMaxTable kSeedTables[9] = {{},
+                                      {},
+                                      table(2, kSeedCentroids2, kSeedBoundaries2),
+                                      table(3, kSeedCentroids3, kSeedBoundaries3),
+                                      table(4, kSeedCentroids4, kSeedBoundaries4),
+                                      table(5, kSeedCentroids5, kSeedBoundaries5),
+                                      {},
+                                      {},
+                                      table(8, kSeedCentroids8, kSeedBoundaries8)};
+const LloydMaxTable kGaussTables[9] = {{},
+                                       {},
+                                       table(2, kGaussCentroids2, kGaussBoundaries2),
+                                       table(3, kGaussCentroids3, kGaussBoundaries3),
+                                       table(4, kGaussCentroids4, kGaussBoundaries4),
+                                       table(5, kGaussCentroids5, kGaussBoundaries5),
+                                       {},
+                                       {},
+                                       table(8, kGaussCentroids8, kGaussBoundaries8)};
 
 }  // namespace
 
