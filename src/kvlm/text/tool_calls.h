@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kvlm/base/json.h"
+
 namespace kvlm {
 
 struct ToolCall {
@@ -27,5 +29,10 @@ struct ParsedOutput {
 // Splits <think> reasoning (see reasoning.h), then finds tool calls in the rest. Markup that does
 // not parse stays in content untouched.
 ParsedOutput parse_tool_calls(std::string_view text);
+
+// The same with the request's OpenAI tool definitions: XML-style parameter values are kept as
+// strings when the tool's schema says the parameter is a string (otherwise a value that reads
+// as JSON, like 42 or true, is decoded), and calls to tools not in the list stay content.
+ParsedOutput parse_tool_calls(std::string_view text, const Json& tools);
 
 }  // namespace kvlm
