@@ -14,7 +14,7 @@
 
 namespace {
 
-const char* kFixed = R"({
+const char* kFixed = R"json({
   "added_tokens": [
     {"id": 0, "content": "<s>", "special": true, "normalized": false},
     {"id": 1, "content": "</s>", "special": true, "normalized": false, "rstrip": true},
@@ -38,7 +38,7 @@ const char* kFixed = R"({
     {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
   "model": {"type": "BPE", "unk_token": "<unk>", "byte_fallback": true, "fuse_unk": true,
     "vocab": {VOCAB}, "merges": ["\u2581 t", "h e", "\u2581t he", "o o", "t oo", "l o"]}
-})";
+})json";
 
 std::string fixed_json() {
   std::string vocab = R"("<s>": 0, "</s>": 1, "<unk>": 2)";

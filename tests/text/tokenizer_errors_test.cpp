@@ -49,6 +49,14 @@ TEST_F(TokenizerErrors, TheMiniatureTokenizerLoads) {
   EXPECT_EQ(tok.encode("abab", false), (std::vector<int32_t>{2, 2}));
 }
 
+TEST_F(TokenizerErrors, AddedTokensFieldIsOptional) {
+  // Found by fuzz_tokenizer: a file without "added_tokens" used to crash on encode.
+  std::string json = with("", "");
+  json.erase(json.find(R"("added_tokens":[],)"), 18);
+  EXPECT_EQ(load_error(json), "");
+  EXPECT_EQ(Tokenizer::from_file(path_).encode("ab", false), (std::vector<int32_t>{2}));
+}
+
 TEST_F(TokenizerErrors, MissingFile) {
   EXPECT_THROW(Tokenizer::from_file(path_ + ".missing"), Error);
 }

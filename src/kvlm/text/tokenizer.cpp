@@ -74,10 +74,10 @@ std::string TokenizerImpl::run_decoder(std::vector<std::string> tokens) const {
 
 namespace {
 
+// `list` may be null: a tokenizer without added tokens still gets (empty) matchers.
 void load_added_tokens(TokenizerImpl& impl, const Json& list, const std::string& origin) {
-  if (list.is_null()) return;
-  check(list.is_array(), origin + ": field 'added_tokens' must be a list");
-  for (const Json& j : list) {
+  check(list.is_null() || list.is_array(), origin + ": field 'added_tokens' must be a list");
+  for (const Json& j : list.is_null() ? Json::array() : list) {
     AddedToken t = parse_added_token(j, origin + ": added_tokens");
     if (t.content.empty()) continue;
     impl.added_ids.emplace(t.content, t.id);
