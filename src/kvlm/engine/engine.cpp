@@ -126,8 +126,9 @@ void Engine::Impl::step() {
   Tensor logits;
   try {
     logits = model->forward(plan.batch);
-    check(logits.dtype() == DType::kF32 && logits.is_contiguous() &&
-              logits.dim(0) == int64_t(plan.batch.logit_rows.size()),
+    // Without wanted rows (every sequence mid-prefill) the model returns each sequence's last row.
+    const size_t rows = plan.batch.logit_rows.empty() ? plan.seqs.size() : plan.batch.logit_rows.size();
+    check(logits.dtype() == DType::kF32 && logits.is_contiguous() && logits.dim(0) == int64_t(rows),
           "the model returned logits of an unexpected shape: " + logits.describe());
   } catch (...) {
     // The step's sequences may hold half-written KV: all of them fail, the engine goes on.
