@@ -1,7 +1,7 @@
 // BPE model: byte-level (GPT-2, Llama 3, Qwen) and SentencePiece-style (byte_fallback, fuse_unk)
 // vocabularies. Merging uses a priority queue over adjacent pairs (lowest merge rank first, then
 // leftmost), so a word of n symbols costs O(n log n); results of short words are cached.
-#include <list>
+#include <bit>
 #include <mutex>
 #include <queue>
 #include <shared_mutex>
@@ -54,6 +54,44 @@ uint64_t pair_key(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
 
+// Open-addressing hash table from a token pair to its merge. Pair lookups are the inner loop of
+// BPE; a flat power-of-two table with linear probing avoids the pointer chasing of
+// std::unordered_map.
+class MergeTable {
+ public:
+  void build(const std::vector<std::pair<uint64_t, MergeInfo>>& entries) {
+    size_t cap = 16;
+    while (cap < entries.size() * 2) cap <<= 1;
+    shift_ = 64 - static_cast<int>(std::countr_zero(cap));
+    slots_.assign(cap, Slot{kEmpty, {}});
+    for (const auto& [key, info] : entries) {
+      size_t i = index(key);
+      while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & (cap - 1);
+      slots_[i] = {key, info};  // a repeated pair keeps its last rank, as HF's map does
+    }
+  }
+  const MergeInfo* find(uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = index(key);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].key == key) return &slots_[i].info;
+      if (slots_[i].key == kEmpty) return nullptr;
+    }
+  }
+  bool empty() const { return slots_.empty(); }
+
+ private:
+  static constexpr uint64_t kEmpty = ~0ull;  // ids are below 2^30, so no pair has this key
+  struct Slot {
+    uint64_t key;
+    MergeInfo info;
+  };
+  size_t index(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  std::vector<Slot> slots_;
+  int shift_ = 60;
+};
+
 class Bpe : public Model {
  public:
   Bpe(const Json& j, const std::string& origin) {
@@ -105,7 +143,8 @@ class Bpe : public Model {
  private:
   void load_merges(const Json& merges, const std::string& origin) {
     check(merges.is_array(), origin + ": field 'merges' must be an array");
-    merges_.reserve(merges.size());
+    std::vector<std::pair<uint64_t, MergeInfo>> entries;
+    entries.reserve(merges.size());
     int32_t rank = 0;
     for (const Json& m : merges) {
       std::string a, b;
@@ -123,9 +162,10 @@ class Bpe : public Model {
       auto ia = vocab_.find(a), ib = vocab_.find(b), im = vocab_.find(a + b);
       check(ia && ib && im, origin + ": merge " + std::to_string(rank) + " (" + m.dump() +
                                 ") uses a token that is not in the vocab");
-      merges_.emplace(pair_key(*ia, *ib), MergeInfo{rank, *im});
+      entries.emplace_back(pair_key(*ia, *ib), MergeInfo{rank, *im});
       ++rank;
     }
+    if (!entries.empty()) merges_.build(entries);
   }
 
   struct Symbol {
@@ -176,28 +216,31 @@ class Bpe : public Model {
     for (size_t k = 0; k < ids.size(); ++k)
       sym[k] = {ids[k], static_cast<int32_t>(k) - 1,
                 k + 1 < ids.size() ? static_cast<int32_t>(k + 1) : -1, true};
+    // A candidate remembers the pair it was made for; it is stale once either symbol changed.
     struct Cand {
-      int32_t rank, pos, new_id;
+      int32_t rank, pos, new_id, left_id, right_id;
       bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
     };
-    std::priority_queue<Cand, std::vector<Cand>, std::greater<>> queue;
+    std::vector<Cand> heap_storage;
+    heap_storage.reserve(sym.size());
+    std::priority_queue<Cand, std::vector<Cand>, std::greater<>> queue(std::greater<>{},
+                                                                       std::move(heap_storage));
     auto push_pair = [&](int32_t pos) {
       if (pos < 0) return;
       int32_t nx = sym[static_cast<size_t>(pos)].next;
       if (nx < 0) return;
-      auto it = merges_.find(pair_key(sym[static_cast<size_t>(pos)].id,
-                                      sym[static_cast<size_t>(nx)].id));
-      if (it != merges_.end()) queue.push({it->second.rank, pos, it->second.new_id});
+      int32_t a = sym[static_cast<size_t>(pos)].id, b = sym[static_cast<size_t>(nx)].id;
+      if (const MergeInfo* m = merges_.find(pair_key(a, b)))
+        queue.push({m->rank, pos, m->new_id, a, b});
     };
     for (int32_t k = 0; k + 1 < static_cast<int32_t>(sym.size()); ++k) push_pair(k);
     while (!queue.empty()) {
       Cand top = queue.top();
       queue.pop();
       Symbol& left = sym[static_cast<size_t>(top.pos)];
-      if (!left.alive || left.next < 0) continue;
+      if (!left.alive || left.next < 0 || left.id != top.left_id) continue;
       Symbol& right = sym[static_cast<size_t>(left.next)];
-      auto it = merges_.find(pair_key(left.id, right.id));
-      if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // stale entry
+      if (right.id != top.right_id) continue;  // stale entry
       left.id = top.new_id;
       right.alive = false;
       left.next = right.next;
@@ -212,7 +255,7 @@ class Bpe : public Model {
   }
 
   Vocab vocab_;
-  std::unordered_map<uint64_t, MergeInfo> merges_;
+  MergeTable merges_;
   std::optional<int32_t> unk_id_;
   std::string prefix_, suffix_;
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
