@@ -91,6 +91,37 @@ INSTANTIATE_TEST_SUITE_P(
                       Mix{"batch2_budget2_cache", 2, 3, 2, 2, true, 1 << 20}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Chunked prefill invariance over whole distributions: with top_logprobs covering the vocabulary,
+// every step reports the full log-softmax row, and it must not depend on how the prompt was cut
+// (one chunk, chunks of 1, 7 and 64 tokens) or on starting from a prefix-cache hit.
+TEST(EngineChunkedPrefill, FullDistributionsAreIdenticalForEveryChunking) {
+  auto model = test::load_fixture("llama_untied_bias", kPoolBytes);
+  std::mt19937 rng(21);
+  GenerationRequest r;
+  r.prompt = test::random_tokens(rng, 70);
+  r.max_tokens = 4;
+  r.ignore_eos = true;
+  r.sampling.top_logprobs = model->config().vocab_size;
+  const Outcome reference = test::run_solo(model, r, {1, 512, 2048, 0});
+  ASSERT_EQ(reference.top.size(), size_t(4 * model->config().vocab_size));
+  for (int chunk : {1, 7, 64}) {
+    const Outcome chunked = test::run_solo(model, r, {1, chunk, 2048, 0});
+    test::expect_identical(chunked, reference, "prefill chunk " + std::to_string(chunk));
+  }
+  // From a prefix hit: a donor with the same first 64 tokens leaves 4 blocks in the cache.
+  Engine engine(model, test::bundled_tokenizer(), {1, 512, 2048, -1});
+  Collector c;
+  GenerationRequest donor = r;
+  donor.prompt.resize(65);
+  donor.max_tokens = 1;
+  engine.submit(donor, c.callback(0));
+  c.wait(1);
+  engine.submit(r, c.callback(1));
+  const Outcome hit = c.wait(2).at(1);
+  EXPECT_EQ(hit.cached_tokens, 64);
+  test::expect_identical(hit, reference, "prefix-cache hit");
+}
+
 // Each supported architecture's fixture: a staggered batch equals the solo runs.
 TEST(EngineInvarianceArchitectures, BatchedEqualsSolo) {
   for (const char* arch : {"qwen2_untied", "qwen3_untied", "minicpm_llama",

@@ -74,6 +74,7 @@ struct Engine::Impl {
 
   void run();
   void step();
+  void step_contained();
   void sample_all(const StepPlan& plan, const Tensor& logits);
   void deliver(Request& r, TokenEvent ev);
   void finish(Request& r, FinishReason reason, std::string error = {});
@@ -145,6 +146,19 @@ void Engine::Impl::step() {
   last_step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+void Engine::Impl::step_contained() {
+  try {
+    step();
+  } catch (...) {
+    // Model errors are handled inside step(); anything else escaping it is a fault of the
+    // scheduling itself. Failing the running requests keeps the process and the engine alive.
+    const std::string why = describe_exception(std::current_exception());
+    log_error("engine step failed: " + why);
+    for (const auto& r : sched.running()) finish(*r, FinishReason::kError, why);
+    sched.retire_finished();
+  }
+}
+
 void Engine::Impl::publish() {
   const KVPool& pool = model->kv_pool();
   const int64_t block_bytes = KVPool::bytes_per_block(pool.config());
@@ -193,7 +207,7 @@ void Engine::Impl::run() {
     }
     sched.retire_finished();
     if (stop && !sched.has_work()) break;
-    if (sched.has_work()) step();
+    if (sched.has_work()) step_contained();
     publish();
   }
   publish();
