@@ -185,6 +185,17 @@ TEST(Convert, RefusesQuantizedSourceAndOccupiedDestination) {
                   "quantization block; convert needs a float checkpoint");
 }
 
+TEST(Convert, BadConfigFieldIsNamed) {
+  TempDir tmp;
+  const std::string src = tmp.file("src");
+  make_float_checkpoint(src);
+  Json cfg = read_json_file(src + "/config.json");
+  cfg["tie_word_embeddings"] = "yes";
+  write_file(src + "/config.json", cfg.dump());
+  EXPECT_EQ(error_of([&] { convert_checkpoint({src, tmp.file("dst"), {4, 64}, std::nullopt}); }),
+            src + "/config.json: field 'tie_word_embeddings' has the wrong type (\"yes\")");
+}
+
 // The bundled default model (a real trained llama) converts at every width; each quantized
 // matrix dequantizes within one step per weight and within a relative error that shrinks with
 // the width.

@@ -9,6 +9,7 @@
 #include "kvlm/base/file.h"
 #include "kvlm/base/half.h"
 #include "kvlm/io/checkpoint.h"
+#include "kvlm/io/json_input.h"
 #include "kvlm/io/safetensors_writer.h"
 
 namespace kvlm {
@@ -57,7 +58,7 @@ DType model_dtype(const ConvertOptions& opt, const Checkpoint& src) {
 // Tensors mlx-lm's sanitize drops: precomputed RoPE tables, and a tied model's redundant head.
 bool dropped_by_mlx_lm(const std::string& name, const Checkpoint& src) {
   if (name.find("rotary_emb.inv_freq") != std::string::npos) return true;
-  const bool tied = src.config().value("tie_word_embeddings", false);
+  const bool tied = json_get_or<bool>(src.config(), "tie_word_embeddings", false, src.config_path());
   return tied && name == "lm_head.weight";
 }
 
@@ -149,7 +150,7 @@ std::string shard_name(size_t i, size_t n) {
 // config.json with the quantization block mlx-lm writes, under both keys it uses.
 Json quantized_config(const Checkpoint& src, const std::vector<Planned>& plan,
                       const AffineSpec& spec, DType dtype) {
-  Json cfg = read_json_file(src.config_path());  // unmerged: text_config stays nested
+  Json cfg = read_json_input(src.config_path());  // unmerged: text_config stays nested
   Json q = {{"group_size", spec.group_size}, {"bits", spec.bits}, {"mode", "affine"}};
   for (const Planned& p : plan)
     if (p.skipped) q[module_of(p.name)] = false;
@@ -171,13 +172,12 @@ bool copied_alongside(const fs::path& p) {
   return exts.count(p.extension().string()) != 0;
 }
 
+// An empty or absent destination; the source (which holds config.json) can never qualify.
 void check_destination(const ConvertOptions& opt) {
   std::error_code ec;
   check(!fs::exists(opt.dst_dir) || (fs::is_directory(opt.dst_dir) && fs::is_empty(opt.dst_dir)),
         opt.dst_dir + ": destination exists and is not an empty directory; remove it or choose "
                       "another path");
-  check(!fs::exists(opt.dst_dir) || !fs::equivalent(opt.src_dir, opt.dst_dir, ec),
-        opt.dst_dir + ": destination is the source directory");
   fs::create_directories(opt.dst_dir, ec);
   check(!ec, opt.dst_dir + ": cannot create directory: " + ec.message());
 }
