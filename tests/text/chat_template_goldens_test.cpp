@@ -71,8 +71,9 @@ TEST_P(TemplateGoldens, MatchesOracle) {
       EXPECT_FALSE(error.empty()) << id << "/" << name << ": oracle raised "
                                             << c.at("error").get<std::string>() << ", kvlm rendered " << Json(got).dump();
       // raise_exception(...) messages pass through unchanged.
-      if (c.at("error_type") == "TemplateError" && !error.empty())
+      if (c.at("error_type") == "TemplateError" && !error.empty()) {
         EXPECT_EQ(error, c.at("error").get<std::string>()) << id << "/" << name;
+      }
       matched += !error.empty();
     }
   }
