@@ -95,8 +95,8 @@ class Engine {
   // Unknown or finished ids are ignored.
   void cancel(RequestId id);
   EngineStats stats() const;  // thread-safe snapshot
-  // Stops admitting; finishes (true) or cancels (false) running and waiting requests; joins the
-  // engine thread. Idempotent.
+  // Stops admitting: later submits throw, requests still waiting are cancelled, and running ones
+  // run to completion (true) or are cancelled (false); then joins the engine thread. Idempotent.
   void shutdown(bool finish_running);
   const ModelConfig& model_config() const;
 
@@ -107,6 +107,7 @@ class Engine {
 };
 
 // A blocking stream of one request's events, for callers that want to pull on their own thread.
+// It must not outlive its Engine.
 class TokenStream {
  public:
   // Submits the request; throws like Engine::submit.
