@@ -5,7 +5,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <vector>
 
 namespace kvlm::text {
 
@@ -24,16 +23,17 @@ class Vocab {
     return it->second;
   }
   const std::string* token(int32_t id) const {
-    if (id < 0 || static_cast<size_t>(id) >= tokens_.size() || !present_[static_cast<size_t>(id)])
-      return nullptr;
-    return &tokens_[static_cast<size_t>(id)];
+    auto it = tokens_.find(id);
+    return it == tokens_.end() ? nullptr : &it->second;
   }
-  int32_t size() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t size() const { return size_; }  // highest id + 1
 
  private:
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> ids_;
-  std::vector<std::string> tokens_;
-  std::vector<bool> present_;
+  // A map rather than a vector indexed by id: a file may number its tokens sparsely, and a
+  // single huge id must not make the table huge.
+  std::unordered_map<int32_t, std::string> tokens_;
+  int32_t size_ = 0;
 };
 
 }  // namespace kvlm::text
