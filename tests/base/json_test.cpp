@@ -24,3 +24,16 @@ TEST(Json, ErrorsNameOriginAndField) {
 }
 
 }  // namespace kvlm
+
+namespace kvlm {
+
+TEST(Json, NumberOutOfRangeIsACleanError) {
+  try {
+    parse_json("[1e999]", "x.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("x.json: invalid JSON", 0), 0u) << e.what();
+  }
+}
+
+}  // namespace kvlm

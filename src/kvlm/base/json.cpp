@@ -10,6 +10,9 @@ Json parse_json(const std::string& text, const std::string& origin) {
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(origin + ": invalid JSON at byte " + std::to_string(e.byte) + ": " +
                 std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
+  } catch (const nlohmann::json::exception& e) {
+    // Not a syntax error but still bad input, e.g. a number too large for a double (1e999).
+    throw Error(origin + ": invalid JSON: " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2));
   }
 }
 

@@ -1,5 +1,6 @@
 #include "kvlm/base/probes.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -99,7 +100,11 @@ bool has(const char* feature) {
   __builtin_cpu_init();
   if (!std::strcmp(feature, "avx512f")) return __builtin_cpu_supports("avx512f");
   if (!std::strcmp(feature, "avx512vnni")) return __builtin_cpu_supports("avx512vnni");
-  if (!std::strcmp(feature, "avxvnni")) return __builtin_cpu_supports("avxvnni");
+  if (!std::strcmp(feature, "avxvnni")) {
+    // Not every compiler knows the feature name; read CPUID leaf 7.1 EAX bit 4 directly.
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+  }
   if (!std::strcmp(feature, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return false;
 }

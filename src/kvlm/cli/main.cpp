@@ -32,7 +32,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kvlm 0.1.0");
   std::map<CLI::App*, Runner> runners;
   for (auto& cmd : commands()) {
-    CLI::App* sub = app.add_subcommand(cmd.name, cmd.help);
+    // The first line of a verb's help is its summary in `kvlm --help`; the rest is shown by
+    // `kvlm <verb> --help` below the options.
+    const size_t nl = cmd.help.find('\n');
+    CLI::App* sub = app.add_subcommand(cmd.name, cmd.help.substr(0, nl));
+    if (nl != std::string::npos) sub->footer(cmd.help.substr(nl + 1));
     runners[sub] = cmd.setup(*sub);
   }
   try {

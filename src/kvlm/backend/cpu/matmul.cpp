@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/cpu/dot_block.h"
 #include "kvlm/base/thread_pool.h"
 
 namespace kvlm::ops {
@@ -60,14 +61,10 @@ Tensor linear(const Tensor& x, const Weight& w) {
       const int64_t nrows = std::min<int64_t>(kRowBlock, int64_t(e) - o0);
       for (int64_t r = 0; r < nrows; ++r) rows[r] = cpu::weight_row(w, o0 + r, buf.data() + r * in);
       if (w.has_bias()) cpu::widen(w.bias, o0, nrows, bias.data());
-      for (int64_t t = 0; t < T; ++t) {
-        const float* xr = xp + t * in;
-        float* yr = op + t * out_f + o0;
-        for (int64_t r = 0; r < nrows; ++r) {
-          const float y = cpu::dot(xr, rows[r], in);
-          yr[r] = w.has_bias() ? y + bias[size_t(r)] : y;
-        }
-      }
+      cpu::dot_block_kernel()(xp, T, in, rows, nrows, op + o0, out_f);
+      if (w.has_bias())
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t r = 0; r < nrows; ++r) op[t * out_f + o0 + r] += bias[size_t(r)];
     }
   });
   return out;

@@ -1,0 +1,87 @@
+// kvlm bench: prefill and decode throughput of a model beside the machine's measured limits.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "kvlm/base/error.h"
+#include "kvlm/base/file.h"
+#include "kvlm/base/thread_pool.h"
+#include "kvlm/cli/command.h"
+#include "kvlm/engine/bench.h"
+
+namespace kvlm::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::string synthetic;
+  std::string weights = "bf16";
+  std::string json_path;
+  int threads = 0;
+  bool no_probes = false;
+  BenchOptions opts;
+};
+
+int weight_bits(const std::string& w) {
+  if (w == "bf16") return 0;
+  if (w == "q4") return 4;
+  if (w == "q8") return 8;
+  throw Error("--weights must be bf16, q4 or q8, got '" + w + "'");
+}
+
+int run(BenchArgs& a) {
+  ThreadPool::configure_global(a.threads);
+  std::string tmp;
+  if (!a.synthetic.empty()) {
+    check(a.model.empty(), "give either a MODEL folder or --synthetic, not both");
+    const SyntheticShape& shape = synthetic_shape(a.synthetic);
+    char templ[] = "/tmp/kvlm-bench-XXXXXX";
+    check(::mkdtemp(templ) != nullptr, "cannot create a temporary folder under /tmp");
+    tmp = templ;
+    std::printf("writing a synthetic %s model (%s) to %s\n", shape.name, a.weights.c_str(), templ);
+    a.opts.model_dir = write_synthetic_model(shape, tmp, weight_bits(a.weights));
+  } else {
+    a.opts.model_dir = a.model.empty() ? default_model_dir() : a.model;
+  }
+  a.opts.probes = !a.no_probes;
+  Json report;
+  try {
+    report = run_bench(a.opts);
+  } catch (...) {
+    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    throw;
+  }
+  if (!tmp.empty()) std::filesystem::remove_all(tmp);
+  if (!a.json_path.empty()) write_file(a.json_path, report.dump(2) + "\n");
+  return 0;
+}
+
+Runner setup(CLI::App& sub) {
+  auto a = std::make_shared<BenchArgs>();
+  sub.add_option("model", a->model, "Model folder (default: the bundled model)");
+  sub.add_option("--synthetic", a->synthetic,
+                 "Benchmark a random-weight shape instead: 0.5b (hidden 896, 24 layers, 14/2 heads, "
+                 "MLP 4864) or 1b (2048, 16, 32/8, 8192), vocab 32000");
+  sub.add_option("--weights", a->weights, "Synthetic weight format: bf16, q4 or q8 (MLX affine, group 64)");
+  sub.add_option("--prompt", a->opts.prompt_tokens, "Prefill length in tokens")->capture_default_str();
+  sub.add_option("--context", a->opts.decode_context, "Tokens cached before decode is timed")
+      ->capture_default_str();
+  sub.add_option("--decode", a->opts.decode_tokens, "Timed decode steps per concurrency level")
+      ->capture_default_str();
+  sub.add_option("--concurrency", a->opts.concurrency, "Sequences decoding together (list)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub.add_option("--prefill-chunk", a->opts.prefill_chunk, "Prefill chunk size")->capture_default_str();
+  sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
+  sub.add_flag("--no-probes", a->no_probes, "Skip the bandwidth and peak probes");
+  sub.add_option("--json", a->json_path, "Also write the figures as JSON to this file");
+  sub.footer(
+      "Decode at concurrency 1 is reported against the bandwidth limit (read bandwidth / bytes "
+      "read per token: weights + KV); prefill and batched decode against the fp32 FMA peak.");
+  return [a] { return run(*a); };
+}
+
+const Registration reg{"bench", "Measure prefill and decode throughput against machine limits", setup};
+
+}  // namespace
+}  // namespace kvlm::cli

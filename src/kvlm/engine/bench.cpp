@@ -1,0 +1,222 @@
+#include "kvlm/engine/bench.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+
+#include "kvlm/base/error.h"
+#include "kvlm/base/file.h"
+#include "kvlm/base/half.h"
+#include "kvlm/base/probes.h"
+#include "kvlm/base/thread_pool.h"
+#include "kvlm/io/checkpoint.h"
+#include "kvlm/io/convert.h"
+#include "kvlm/io/safetensors_writer.h"
+#include "kvlm/model/model.h"
+
+namespace kvlm {
+namespace {
+
+constexpr SyntheticShape kShapes[] = {
+    {"0.5b", 896, 24, 14, 2, 4864, 32000},
+    {"1b", 2048, 16, 32, 8, 8192, 32000},
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Uniform bf16 values in [-0.05, 0.05] from a fast xorshift: the contents do not matter for speed,
+// only that they are finite and not all equal (quantization keeps real ranges).
+Tensor random_bf16(const Shape& shape, uint64_t seed) {
+  Tensor t = Tensor::empty(shape, DType::kBF16);
+  uint16_t* p = t.data<uint16_t>();
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    p[i] = f32_to_bf16((float(s >> 40) / float(1 << 24) - 0.5f) * 0.1f);
+  }
+  return t;
+}
+
+Tensor ones_bf16(int64_t n) {
+  Tensor t = Tensor::empty({n}, DType::kBF16);
+  for (int64_t i = 0; i < n; ++i) t.data<uint16_t>()[i] = f32_to_bf16(1.0f);
+  return t;
+}
+
+Json synthetic_config(const SyntheticShape& s) {
+  return Json{{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+              {"hidden_size", s.hidden}, {"num_hidden_layers", s.layers},
+              {"num_attention_heads", s.heads}, {"num_key_value_heads", s.kv_heads},
+              {"intermediate_size", s.intermediate}, {"vocab_size", s.vocab},
+              {"max_position_embeddings", 4096}, {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0},
+              {"tie_word_embeddings", true}, {"torch_dtype", "bfloat16"}, {"eos_token_id", 0}};
+}
+
+// Multiply-adds of the linear layers for one token (the lm_head included).
+double matmul_macs_per_token(const ModelConfig& c) {
+  const double q = double(c.num_heads) * c.head_dim, kv = double(c.num_kv_heads) * c.head_dim;
+  const double layer = c.hidden_size * (q + 2 * kv) + q * c.hidden_size +
+                       3.0 * c.hidden_size * c.intermediate_size;
+  return c.num_layers * layer + double(c.vocab_size) * c.hidden_size;
+}
+
+// Multiply-adds of attention (q·k and p·v) for a token attending to `keys` positions.
+double attention_macs(const ModelConfig& c, double keys) {
+  return 2.0 * c.num_layers * c.num_heads * c.head_dim * keys;
+}
+
+std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(size_t(n), 0);
+  for (auto& x : t) x = int32_t(rng() % uint32_t(vocab));
+  return t;
+}
+
+// Prefills `tokens` into `seq` in chunks.
+void prefill(Model& model, KVSequence& seq, const std::vector<int32_t>& tokens, int chunk) {
+  for (size_t b = 0; b < tokens.size(); b += size_t(chunk)) {
+    const size_t e = std::min(tokens.size(), b + size_t(chunk));
+    Batch batch;
+    batch.tokens.assign(tokens.begin() + int64_t(b), tokens.begin() + int64_t(e));
+    batch.seqs = {{&seq, seq.length(), int32_t(e - b)}};
+    model.forward(batch);
+  }
+}
+
+}  // namespace
+
+const SyntheticShape& synthetic_shape(const std::string& name) {
+  for (const auto& s : kShapes)
+    if (name == s.name) return s;
+  throw Error("unknown synthetic shape '" + name + "' (known: 0.5b, 1b)");
+}
+
+std::string write_synthetic_model(const SyntheticShape& s, const std::string& dir, int bits) {
+  std::filesystem::create_directories(dir);
+  const int hd = s.hidden / s.heads;
+  SafetensorsWriter w("pt");
+  uint64_t seed = 1;
+  w.add("model.embed_tokens.weight", random_bf16({s.vocab, s.hidden}, seed++));
+  w.add("model.norm.weight", ones_bf16(s.hidden));
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    w.add(p + "input_layernorm.weight", ones_bf16(s.hidden));
+    w.add(p + "post_attention_layernorm.weight", ones_bf16(s.hidden));
+    w.add(p + "self_attn.q_proj.weight", random_bf16({s.heads * hd, s.hidden}, seed++));
+    w.add(p + "self_attn.k_proj.weight", random_bf16({s.kv_heads * hd, s.hidden}, seed++));
+    w.add(p + "self_attn.v_proj.weight", random_bf16({s.kv_heads * hd, s.hidden}, seed++));
+    w.add(p + "self_attn.o_proj.weight", random_bf16({s.hidden, s.heads * hd}, seed++));
+    w.add(p + "mlp.gate_proj.weight", random_bf16({s.intermediate, s.hidden}, seed++));
+    w.add(p + "mlp.up_proj.weight", random_bf16({s.intermediate, s.hidden}, seed++));
+    w.add(p + "mlp.down_proj.weight", random_bf16({s.hidden, s.intermediate}, seed++));
+  }
+  w.write(dir + "/model.safetensors");
+  write_file(dir + "/config.json", synthetic_config(s).dump(2));
+  if (bits == 0) return dir;
+  ConvertOptions opt;
+  opt.src_dir = dir;
+  opt.dst_dir = dir + "/q" + std::to_string(bits);
+  opt.spec = AffineSpec{bits, 64};
+  convert_checkpoint(opt);
+  return opt.dst_dir;
+}
+
+Json run_bench(const BenchOptions& o) {
+  Json out;
+  ThreadPool& pool = ThreadPool::global();
+  out["threads"] = pool.size();
+  double bandwidth = 0, fma = 0;
+  if (o.probes) {
+    bandwidth = probe_read_bandwidth(pool);
+    fma = probe_fma_peak(pool);
+    const double vnni = probe_vnni_peak(pool);
+    out["probes"] = {{"read_bandwidth_gbs", bandwidth / 1e9}, {"fma_peak_gflops", fma / 1e9},
+                     {"fma_isa", probe_fma_isa()}, {"vnni_peak_gops", vnni / 1e9}};
+    std::printf("probes (%d threads): read %.2f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), int8 VNNI "
+                "peak %.1f GOP/s\n", pool.size(), bandwidth / 1e9, fma / 1e9, probe_fma_isa(),
+                vnni / 1e9);
+  }
+
+  const auto t_load = Clock::now();
+  const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
+  ModelLoadOptions lo;
+  const Checkpoint ckpt = Checkpoint::open(o.model_dir);
+  {
+    const ModelConfig c = parse_model_config(ckpt.config(), ckpt.generation_config(),
+                                             o.model_dir + "/config.json");
+    const int64_t per_token = int64_t(c.num_layers) * 2 * c.num_kv_heads * c.head_dim * 4;
+    const int64_t tokens = int64_t(max_c) * (o.decode_context + o.decode_tokens + 32) +
+                           o.prompt_tokens + 32;
+    lo.kv_budget_bytes = std::max<int64_t>(tokens, 1) * per_token * 2;
+  }
+  auto model = Model::load(o.model_dir, lo);
+  const double load_s = seconds_since(t_load);
+  const ModelConfig& c = model->config();
+  const double weight_bytes = double(ckpt.total_bytes());
+  out["model"] = {{"dir", o.model_dir}, {"weight_bytes", weight_bytes}, {"load_seconds", load_s}};
+  std::printf("model %s: %.1f MB of weights, loaded in %.3f s\n", o.model_dir.c_str(),
+              weight_bytes / 1e6, load_s);
+
+  {  // Prefill of one prompt.
+    KVSequence seq(model->kv_pool());
+    const auto tokens = random_tokens(o.prompt_tokens, c.vocab_size, 1);
+    const auto t0 = Clock::now();
+    prefill(*model, seq, tokens, o.prefill_chunk);
+    const double s = seconds_since(t0);
+    const double P = o.prompt_tokens;
+    const double flops = 2 * (matmul_macs_per_token(c) * P + attention_macs(c, P * (P + 1) / 2));
+    out["prefill"] = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s},
+                      {"gflops", flops / s / 1e9}, {"fraction_of_fma_peak", fma ? flops / s / fma : 0}};
+    std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.0f%% of FMA peak)\n",
+                o.prompt_tokens, P / s, flops / s / 1e9, fma ? 100 * flops / s / fma : 0);
+  }
+
+  Json decode = Json::array();
+  for (int C : o.concurrency) {
+    std::vector<std::unique_ptr<KVSequence>> seqs;
+    for (int i = 0; i < C; ++i) {
+      seqs.push_back(std::make_unique<KVSequence>(model->kv_pool()));
+      prefill(*model, *seqs.back(), random_tokens(o.decode_context, c.vocab_size, 100 + i),
+              o.prefill_chunk);
+    }
+    auto next = random_tokens(C, c.vocab_size, 7);
+    const auto t0 = Clock::now();
+    for (int step = 0; step < o.decode_tokens; ++step) {
+      Batch batch;
+      batch.tokens = next;
+      for (auto& s : seqs) batch.seqs.push_back({s.get(), s->length(), 1});
+      model->forward(batch);
+    }
+    const double s = seconds_since(t0);
+    const double tps = double(C) * o.decode_tokens / s;
+    const double ctx = o.decode_context + o.decode_tokens / 2.0;
+    const double kv_bytes = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * ctx *
+                            dtype_size(model->kv_pool().config().dtype);
+    const double flops = 2 * (matmul_macs_per_token(c) + attention_macs(c, ctx)) * tps;
+    Json row = {{"concurrency", C}, {"tokens_per_s", tps}, {"gflops", flops / 1e9}};
+    std::printf("decode concurrency %2d (context %d): %.1f tok/s aggregate, %.1f GFLOP/s",
+                C, o.decode_context, tps, flops / 1e9);
+    if (C == 1 && bandwidth > 0) {
+      const double limit = bandwidth / (weight_bytes + kv_bytes);
+      row["bytes_per_token"] = weight_bytes + kv_bytes;
+      row["bandwidth_limit_tokens_per_s"] = limit;
+      row["fraction_of_bandwidth_limit"] = tps / limit;
+      std::printf(", %.0f%% of the bandwidth limit (%.1f tok/s)", 100 * tps / limit, limit);
+    } else if (fma > 0) {
+      row["fraction_of_fma_peak"] = flops / fma;
+      std::printf(", %.0f%% of FMA peak", 100 * flops / fma);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    decode.push_back(row);
+  }
+  out["decode"] = decode;
+  return out;
+}
+
+}  // namespace kvlm

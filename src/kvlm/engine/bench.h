@@ -1,0 +1,39 @@
+#pragma once
+// `kvlm bench`: whole-model throughput measured beside the machine limits that bound it.
+//   decode (one sequence)  is bound by read bandwidth: limit = bandwidth / bytes read per token
+//   prefill, batched decode are bound by arithmetic:   limit = fp32 FMA peak
+// Models are either a checkpoint folder or a synthetic shape written to a temporary folder with
+// random weights (the shapes the performance targets are stated for).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvlm/base/json.h"
+
+namespace kvlm {
+
+struct SyntheticShape {
+  const char* name;
+  int hidden, layers, heads, kv_heads, intermediate, vocab;
+};
+// "0.5b" (hidden 896, 24 layers, 14/2 heads, MLP 4864) and "1b" (2048, 16, 32/8, 8192); vocab 32000.
+const SyntheticShape& synthetic_shape(const std::string& name);
+
+// Writes a tied-embedding LlamaForCausalLM with random bf16 weights to `dir`; with bits 4 or 8 the
+// result is then converted to MLX affine (group 64) in `dir`/q<bits>. Returns the model folder.
+std::string write_synthetic_model(const SyntheticShape& shape, const std::string& dir, int bits);
+
+struct BenchOptions {
+  std::string model_dir;
+  int prompt_tokens = 512;      // prefill measurement
+  int decode_context = 128;     // tokens in the KV cache before decode steps are timed
+  int decode_tokens = 32;       // timed decode steps per concurrency level
+  std::vector<int> concurrency = {1, 8, 16};
+  int prefill_chunk = 512;
+  bool probes = true;
+};
+
+// Runs the measurements; returns them as JSON and prints a table to stdout as it goes.
+Json run_bench(const BenchOptions& opts);
+
+}  // namespace kvlm
