@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <thread>
 
 #include "engine_test_util.h"
 #include "kvlm/backend/ops.h"
@@ -120,6 +121,32 @@ TEST(EngineChunkedPrefill, FullDistributionsAreIdenticalForEveryChunking) {
   const Outcome hit = c.wait(2).at(1);
   EXPECT_EQ(hit.cached_tokens, 64);
   test::expect_identical(hit, reference, "prefix-cache hit");
+}
+
+// Client threads submitting concurrently, each pulling its own TokenStream, over a bf16 KV cache
+// (the codec rounds K/V when written, so reuse and chunking stay exact there too).
+TEST(EngineInvarianceClients, ConcurrentStreamsOverACompressedKvCacheEqualSolo) {
+  ModelLoadOptions o;
+  o.kv_budget_bytes = kPoolBytes;
+  o.kv_dtype = DType::kBF16;
+  std::shared_ptr<Model> model(
+      Model::load(std::string(KVLM_TEST_DATA) + "/models/llama_untied_bias", o).release());
+  const auto pool = test::request_pool();
+  std::vector<Outcome> solo;
+  for (const auto& r : pool) solo.push_back(test::run_solo(model, r));
+  Engine engine(model, test::bundled_tokenizer(), {6, 9, 24, -1});
+  std::vector<Outcome> got(pool.size());
+  std::vector<std::thread> clients;
+  for (size_t t = 0; t < 4; ++t)
+    clients.emplace_back([&, t] {
+      for (size_t i = t; i < pool.size(); i += 4) {
+        TokenStream stream(engine, pool[i]);
+        while (auto ev = stream.next()) got[i].add(*ev);
+      }
+    });
+  for (auto& c : clients) c.join();
+  for (size_t i = 0; i < pool.size(); ++i)
+    test::expect_identical(got[i], solo[i], "bf16 KV, client request " + std::to_string(i));
 }
 
 // Each supported architecture's fixture: a staggered batch equals the solo runs.
