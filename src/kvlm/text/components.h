@@ -70,6 +70,13 @@ class Decoder {
 };
 std::unique_ptr<Decoder> make_decoder(const Json& j, const std::string& origin);
 
+// GPT-2's pre-tokenization regex
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// as a hand-written scanner (ByteLevel's use_regex); returns the byte ranges of the matches,
+// which cover the whole text. Tested against Oniguruma running the pattern itself.
+std::vector<std::pair<size_t, size_t>> gpt2_split(std::string_view text);
+extern const char* const kGpt2Pattern;
+
 // ---- shared helpers ----
 // The GPT-2 byte <-> printable character table used by ByteLevel components.
 const std::string& byte_to_char(uint8_t b);   // UTF-8 of the mapped character

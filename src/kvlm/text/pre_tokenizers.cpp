@@ -45,24 +45,16 @@ void split_each(std::vector<Piece>& pieces, SplitFn split) {
   pieces = std::move(out);
 }
 
-const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
 class ByteLevel : public PreTokenizer {
  public:
   ByteLevel(const Json& j, const std::string& origin)
       : add_prefix_space_(json_get_or<bool>(j, "add_prefix_space", true, origin)),
-        use_regex_(json_get_or<bool>(j, "use_regex", true, origin)) {
-    if (use_regex_) regex_ = std::make_unique<Regex>(kGpt2Pattern, origin);
-  }
+        use_regex_(json_get_or<bool>(j, "use_regex", true, origin)) {}
   void pre_tokenize(std::vector<Piece>& pieces) const override {
     if (add_prefix_space_)
       for (Piece& p : pieces)
         if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, " ");
-    if (use_regex_)
-      split_each(pieces, [&](std::string_view t) {
-        return split_by_matches(t, regex_->find_all(t), SplitBehavior::Isolated);
-      });
+    if (use_regex_) split_each(pieces, gpt2_split);
     const ByteTable& table = byte_table();
     for (Piece& p : pieces) {
       std::string mapped;
@@ -74,7 +66,6 @@ class ByteLevel : public PreTokenizer {
 
  private:
   bool add_prefix_space_, use_regex_;
-  std::unique_ptr<Regex> regex_;
 };
 
 class Split : public PreTokenizer {
@@ -213,7 +204,73 @@ class BertPreTokenizer : public PreTokenizer {
   std::unique_ptr<PreTokenizer> punctuation_ = char_split(is_punctuation, SplitBehavior::Isolated);
 };
 
+enum class CharClass { Space, Letter, Number, Other };
+
+CharClass classify(char32_t c) {
+  if (is_whitespace(c)) return CharClass::Space;
+  if (is_letter(c)) return CharClass::Letter;
+  if (is_numeric(c)) return CharClass::Number;
+  return CharClass::Other;
+}
+
+// Length of the contraction ('s 't 're 've 'm 'll 'd, lowercase only) at t[i], or 0.
+size_t contraction_len(std::string_view t, size_t i) {
+  if (t[i] != '\'' || i + 1 >= t.size()) return 0;
+  char a = t[i + 1];
+  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+  char b = i + 2 < t.size() ? t[i + 2] : '\0';
+  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+  return 0;
+}
+
 }  // namespace
+
+const char* const kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::vector<std::pair<size_t, size_t>> gpt2_split(std::string_view t) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t i = 0;
+  while (i < t.size()) {
+    if (size_t n = contraction_len(t, i)) {
+      out.emplace_back(i, i + n);
+      i += n;
+      continue;
+    }
+    size_t next = i;
+    CharClass cls = classify(next_code_point(t, next));
+    size_t run_start = i;
+    if (t[i] == ' ' && next < t.size()) {  // " ?" before a letter, number or other run
+      size_t after = next;
+      CharClass follow = classify(next_code_point(t, after));
+      if (follow != CharClass::Space) cls = follow, run_start = next;
+    }
+    if (cls != CharClass::Space) {
+      size_t end = run_start;
+      while (end < t.size()) {
+        size_t k = end;
+        if (classify(next_code_point(t, k)) != cls) break;
+        end = k;
+      }
+      out.emplace_back(i, end);
+      i = end;
+      continue;
+    }
+    // A whitespace run: all of it at the end of the text; before other text, all but its last
+    // character (\s+(?!\S)), unless it is a single character (\s+).
+    size_t end = i, last = i;
+    while (end < t.size()) {
+      size_t k = end;
+      if (!is_whitespace(next_code_point(t, k))) break;
+      last = end;
+      end = k;
+    }
+    if (end < t.size() && last > i) end = last;
+    out.emplace_back(i, end);
+    i = end;
+  }
+  return out;
+}
 
 const std::string& byte_to_char(uint8_t b) { return byte_table().to_char[b]; }
 

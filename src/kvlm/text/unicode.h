@@ -26,6 +26,8 @@ std::vector<char32_t> to_code_points(std::string_view s);
 bool is_whitespace(char32_t c);
 // Rust char::is_numeric (general categories Nd, Nl, No).
 bool is_numeric(char32_t c);
+// General category L* (the regex class \p{L}).
+bool is_letter(char32_t c);
 // Rust char::is_alphabetic (Unicode Alphabetic).
 bool is_alphabetic(char32_t c);
 bool is_alphanumeric(char32_t c);
