@@ -41,12 +41,60 @@ class TemplateRaised : public std::exception {
 };
 
 struct Value;
+struct List;
+class Dict;
+struct Function;
+struct Namespace;
 class Interpreter;
 
 struct Undefined {
   std::string hint;  // why it is undefined, e.g. "'foo' is undefined"
 };
 struct None {};
+
+using ListPtr = std::shared_ptr<const List>;
+using DictPtr = std::shared_ptr<const Dict>;
+using FunctionPtr = std::shared_ptr<const Function>;
+using NamespacePtr = std::shared_ptr<Namespace>;
+
+struct Value {
+  std::variant<Undefined, None, bool, int64_t, double, std::string, ListPtr, DictPtr, FunctionPtr,
+               NamespacePtr>
+      v;
+
+  Value() : v(Undefined{}) {}
+  Value(None) : v(None{}) {}
+  Value(Undefined u) : v(std::move(u)) {}
+  Value(bool b) : v(b) {}
+  Value(int64_t i) : v(i) {}
+  Value(int i) : v(int64_t(i)) {}
+  Value(double d) : v(d) {}
+  Value(std::string s) : v(std::move(s)) {}
+  Value(const char* s) : v(std::string(s)) {}
+  Value(List l);  // defined below, once List and Dict are complete
+  Value(Dict d);
+  Value(FunctionPtr f) : v(std::move(f)) {}
+  Value(NamespacePtr n) : v(std::move(n)) {}
+
+  bool is_undefined() const { return std::holds_alternative<Undefined>(v); }
+  bool is_none() const { return std::holds_alternative<None>(v); }
+  bool is_bool() const { return std::holds_alternative<bool>(v); }
+  bool is_int() const { return std::holds_alternative<int64_t>(v); }  // not bool
+  bool is_float() const { return std::holds_alternative<double>(v); }
+  bool is_number() const { return is_int() || is_float() || is_bool(); }
+  bool is_string() const { return std::holds_alternative<std::string>(v); }
+  bool is_list() const { return std::holds_alternative<ListPtr>(v); }
+  bool is_dict() const { return std::holds_alternative<DictPtr>(v); }
+  bool is_function() const { return std::holds_alternative<FunctionPtr>(v); }
+  bool is_namespace() const { return std::holds_alternative<NamespacePtr>(v); }
+
+  const std::string& str() const { return std::get<std::string>(v); }
+  const List& list() const { return *std::get<ListPtr>(v); }
+  const Dict& dict() const { return *std::get<DictPtr>(v); }
+  const Function& function() const { return *std::get<FunctionPtr>(v); }
+  Namespace& ns() const { return *std::get<NamespacePtr>(v); }
+  const Undefined& undefined() const { return std::get<Undefined>(v); }
+};
 
 struct List {
   std::vector<Value> items;
@@ -83,49 +131,8 @@ struct Namespace {
   Dict attrs;
 };
 
-using ListPtr = std::shared_ptr<const List>;
-using DictPtr = std::shared_ptr<const Dict>;
-using FunctionPtr = std::shared_ptr<const Function>;
-using NamespacePtr = std::shared_ptr<Namespace>;
-
-struct Value {
-  std::variant<Undefined, None, bool, int64_t, double, std::string, ListPtr, DictPtr, FunctionPtr,
-               NamespacePtr>
-      v;
-
-  Value() : v(Undefined{}) {}
-  Value(None) : v(None{}) {}
-  Value(Undefined u) : v(std::move(u)) {}
-  Value(bool b) : v(b) {}
-  Value(int64_t i) : v(i) {}
-  Value(int i) : v(int64_t(i)) {}
-  Value(double d) : v(d) {}
-  Value(std::string s) : v(std::move(s)) {}
-  Value(const char* s) : v(std::string(s)) {}
-  Value(List l) : v(std::make_shared<const List>(std::move(l))) {}
-  Value(Dict d) : v(std::make_shared<const Dict>(std::move(d))) {}
-  Value(FunctionPtr f) : v(std::move(f)) {}
-  Value(NamespacePtr n) : v(std::move(n)) {}
-
-  bool is_undefined() const { return std::holds_alternative<Undefined>(v); }
-  bool is_none() const { return std::holds_alternative<None>(v); }
-  bool is_bool() const { return std::holds_alternative<bool>(v); }
-  bool is_int() const { return std::holds_alternative<int64_t>(v); }  // not bool
-  bool is_float() const { return std::holds_alternative<double>(v); }
-  bool is_number() const { return is_int() || is_float() || is_bool(); }
-  bool is_string() const { return std::holds_alternative<std::string>(v); }
-  bool is_list() const { return std::holds_alternative<ListPtr>(v); }
-  bool is_dict() const { return std::holds_alternative<DictPtr>(v); }
-  bool is_function() const { return std::holds_alternative<FunctionPtr>(v); }
-  bool is_namespace() const { return std::holds_alternative<NamespacePtr>(v); }
-
-  const std::string& str() const { return std::get<std::string>(v); }
-  const List& list() const { return *std::get<ListPtr>(v); }
-  const Dict& dict() const { return *std::get<DictPtr>(v); }
-  const Function& function() const { return *std::get<FunctionPtr>(v); }
-  Namespace& ns() const { return *std::get<NamespacePtr>(v); }
-  const Undefined& undefined() const { return std::get<Undefined>(v); }
-};
+inline Value::Value(List l) : v(std::make_shared<const List>(std::move(l))) {}
+inline Value::Value(Dict d) : v(std::make_shared<const Dict>(std::move(d))) {}
 
 Value make_function(std::string name, std::function<Value(Interpreter&, CallArgs&)> fn);
 Value make_tuple(std::vector<Value> items);
