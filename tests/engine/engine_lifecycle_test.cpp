@@ -212,6 +212,45 @@ TEST(EngineMemory, ManyRequestsThroughATinyPoolAllComplete) {
   EXPECT_EQ(s.generated_tokens_total, 200 * 8);
 }
 
+TEST(EngineMemory, RandomCancelsUnderLoadLoseNoBlocks) {
+  // A pool of 8 blocks, a prefix cache that competes for it, requests of many sizes (some sharing
+  // prefixes) and cancels fired from another thread at arbitrary moments: every request ends with
+  // one final event, nothing is over-allocated, and at the end every block is either free or
+  // held by the prefix cache alone.
+  auto model = test::load_fixture("llama_untied_bias", 8 * 16 * 512);
+  Engine engine(model, test::bundled_tokenizer(), {5, 6, 12, 3 * 16 * 512});
+  std::mt19937 rng(15);
+  const std::vector<int32_t> common = test::random_tokens(rng, 20);
+  Collector c;
+  std::vector<RequestId> ids;
+  const size_t n = 60;
+  for (size_t i = 0; i < n; ++i) {
+    GenerationRequest r;
+    r.prompt = i % 2 == 0 ? common : test::random_tokens(rng, 1 + int(rng() % 40));
+    r.prompt.push_back(int32_t(3 + i % 200));
+    r.max_tokens = 1 + int(rng() % 60);
+    r.sampling.temperature = 0.8f;
+    r.sampling.seed = i;
+    ids.push_back(engine.submit(r, c.callback(i)));
+  }
+  std::thread canceller([&] {
+    std::mt19937 pick(16);
+    for (int k = 0; k < 25; ++k) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pick() % 3000));
+      engine.cancel(ids[pick() % ids.size()]);
+    }
+  });
+  const auto got = c.wait(n);
+  canceller.join();
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_NE(got.at(i).reason, FinishReason::kError) << i << ": " << got.at(i).error;
+    EXPECT_LE(got.at(i).tokens.size(), 60u);
+  }
+  const EngineStats s = wait_stats(engine, [](const EngineStats& s) { return s.running == 0 && s.waiting == 0; });
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total - s.prefix_cache_bytes / (16 * 512));
+  EXPECT_LE(s.prefix_cache_bytes, 3 * 16 * 512);
+}
+
 TEST(EnginePrefixCache, HitsAreCountedAndBitIdenticalToAColdRun) {
   auto model = test::load_fixture("llama_untied_bias", kPoolBytes);
   std::mt19937 rng(7);
