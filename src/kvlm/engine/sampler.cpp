@@ -27,56 +27,62 @@ std::vector<int32_t> distinct(std::span<const int32_t> tokens) {
   return out;
 }
 
-// Token ids in descending order of value (ties → lower id first), sorted lazily: callers that
-// look at the first few entries only pay for a partial sort of those.
-class DescendingOrder {
- public:
-  explicit DescendingOrder(const std::vector<float>& values) : values_(values), ids_(values.size()) {
-    std::iota(ids_.begin(), ids_.end(), 0);
-  }
-  size_t size() const { return ids_.size(); }
-  int32_t operator[](size_t i) {
-    if (i >= sorted_) extend(std::max(i + 1, std::min(size(), std::max<size_t>(64, 2 * sorted_))));
-    return ids_[i];
-  }
-
- private:
-  void extend(size_t n) {
-    // Everything past sorted_ ranks after the sorted prefix, so the prefix can grow in place.
-    auto before = [this](int32_t a, int32_t b) {
-      return values_[size_t(a)] > values_[size_t(b)] || (values_[size_t(a)] == values_[size_t(b)] && a < b);
-    };
-    std::partial_sort(ids_.begin() + long(sorted_), ids_.begin() + long(n), ids_.end(), before);
-    sorted_ = n;
-  }
-
-  const std::vector<float>& values_;
-  std::vector<int32_t> ids_;
-  size_t sorted_ = 0;
+// A token and its value, laid out contiguously so that selections over the whole vocabulary stay
+// cache-friendly.
+struct Ranked {
+  float value;
+  int32_t id;
 };
 
-// Keeps the first `n` entries of `order`; every other entry of `values` becomes -inf.
-void keep_first(std::vector<float>& values, DescendingOrder& order, size_t n) {
-  std::vector<float> kept(values.size(), kNegInf);
-  for (size_t i = 0; i < n; ++i) kept[size_t(order[i])] = values[size_t(order[i])];
-  values = std::move(kept);
+// The rank order of every filter: larger value first, ties → lower id first.
+bool ranks_before(const Ranked& a, const Ranked& b) { return a.value > b.value || (a.value == b.value && a.id < b.id); }
+
+// Vocabulary-sized working buffers, reused across calls on a thread: a fresh allocation of that
+// size per sampled token is served by mmap and costs more in page faults than the sampling itself.
+struct Scratch {
+  std::vector<float> logprobs, filtered, weights;
+  std::vector<Ranked> ranked;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
 }
 
-// exp(v - max) for every entry, in double, and their sum accumulated in id order.
-std::vector<double> unnormalised_probs(const std::vector<float>& values, double& sum) {
-  const float max = *std::max_element(values.begin(), values.end());
-  std::vector<double> w(values.size());
+std::vector<Ranked>& ranked(const std::vector<float>& values) {
+  std::vector<Ranked>& r = scratch().ranked;
+  r.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) r[i] = {values[i], int32_t(i)};
+  return r;
+}
+
+// Rearranges r[lo, hi) so that r[lo, mid) are its (mid - lo) highest-ranked entries, in no
+// particular order. Linear time on average: filters never need a full sort of the vocabulary.
+void partition_top(std::vector<Ranked>& r, size_t lo, size_t mid, size_t hi) {
+  if (mid > lo && mid < hi) std::nth_element(r.begin() + long(lo), r.begin() + long(mid), r.begin() + long(hi), ranks_before);
+}
+
+// After partition_top(r, 0, n, size): keeps the n highest-ranked values, sets the rest to -inf.
+void keep_top(std::vector<float>& values, const std::vector<Ranked>& r, size_t n) {
+  for (size_t i = n; i < r.size(); ++i) values[size_t(r[i].id)] = kNegInf;
+}
+
+float max_value(const std::vector<float>& values) { return *std::max_element(values.begin(), values.end()); }
+
+// weights[i] = exp(scale * values[i] - shift) in scratch().weights; returns their sum,
+// accumulated in double in id order.
+const std::vector<float>& exp_weights(const std::vector<float>& values, float scale, float shift, double& sum) {
+  std::vector<float>& w = scratch().weights;
+  w.resize(values.size());
   sum = 0.0;
-  for (size_t i = 0; i < values.size(); ++i) {
-    w[i] = std::exp(double(values[i]) - double(max));
-    sum += w[i];
-  }
+  for (size_t i = 0; i < values.size(); ++i) sum += w[i] = std::exp(values[i] * scale - shift);
   return w;
 }
 
+// Per-token checks build their message only on failure: they run over whole histories and rows.
 void check_token(int32_t id, int32_t vocab_size, const char* what) {
-  check(id >= 0 && id < vocab_size, std::string(what) + ": token id " + std::to_string(id) +
-                                        " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+  if (id < 0 || id >= vocab_size)
+    throw Error(std::string(what) + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                std::to_string(vocab_size) + ")");
 }
 
 void check_history(std::span<const int32_t> tokens, size_t vocab_size) {
@@ -117,10 +123,10 @@ void apply_frequency_penalty(std::vector<float>& logits, std::span<const int32_t
 }
 
 void log_softmax(std::vector<float>& logits) {
-  const float max = *std::max_element(logits.begin(), logits.end());
+  const float max = max_value(logits);
   check(std::isfinite(max), "sampler: no token has a finite logit (largest is " + std::to_string(max) + ")");
   double sum = 0.0;
-  unnormalised_probs(logits, sum);
+  for (float l : logits) sum += std::exp(l - max);
   // Subtracting the max first keeps precision for large logits: lse itself would round to the
   // float grid near max.
   const double log_sum = std::log(sum);
@@ -128,62 +134,78 @@ void log_softmax(std::vector<float>& logits) {
 }
 
 void apply_top_p(std::vector<float>& logprobs, float top_p) {
-  // mlx-lm sorts ascending and keeps tokens whose cumulative probability exceeds 1 - top_p. The
-  // cumulative probability of the j-th most likely token is total - (mass of the j before it),
-  // which only shrinks with j, so the kept set is a prefix of the descending order.
-  std::vector<double> probs(logprobs.size());
+  // mlx-lm sorts ascending and keeps the tokens whose cumulative probability exceeds 1 - top_p.
+  // The cumulative probability of the j-th most likely token is total - (mass of the j before
+  // it), so the kept tokens are the K most likely, K being the smallest count whose mass reaches
+  // total - (1 - top_p) (at least 1). K is found by bisection over partial selections.
   double total = 0.0;
-  for (size_t i = 0; i < logprobs.size(); ++i) total += probs[i] = std::exp(double(logprobs[i]));
-  const double floor = 1.0 - double(top_p);
-  DescendingOrder order(logprobs);
-  double above = 0.0;
-  size_t kept = 0;
-  while (kept < order.size() && total - above > floor) above += probs[size_t(order[kept++])];
-  keep_first(logprobs, order, kept);
+  const std::vector<float>& probs = exp_weights(logprobs, 1.0f, 0.0f, total);  // mlx-lm: exp(logprobs)
+  const double needed = total - (1.0 - double(top_p));
+  std::vector<Ranked>& r = ranked(logprobs);
+  // Invariant: r[0, lo) are the lo most likely tokens and their mass mass_lo < needed (or
+  // lo = 0); K lies in (lo, hi]; r[lo, hi) are the next ranks.
+  size_t lo = 0, hi = r.size();
+  double mass_lo = 0.0;
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    partition_top(r, lo, mid, hi);
+    double mass_mid = mass_lo;
+    for (size_t i = lo; i < mid; ++i) mass_mid += probs[size_t(r[i].id)];
+    if (mass_mid >= needed) {
+      hi = mid;
+    } else {
+      lo = mid;
+      mass_lo = mass_mid;
+    }
+  }
+  keep_top(logprobs, r, hi);
 }
 
 void apply_min_p(std::vector<float>& logprobs, float min_p, int min_tokens_to_keep) {
-  DescendingOrder order(logprobs);
-  const float threshold = logprobs[size_t(order[0])] + float(std::log(double(min_p)));
-  size_t kept = std::min(order.size(), size_t(min_tokens_to_keep));
-  while (kept < order.size() && !(logprobs[size_t(order[kept])] < threshold)) ++kept;
-  keep_first(logprobs, order, kept);
+  const size_t keep = std::min(logprobs.size(), size_t(min_tokens_to_keep));
+  std::vector<Ranked>& r = ranked(logprobs);
+  partition_top(r, 0, keep, r.size());
+  std::vector<bool> protect(logprobs.size(), false);
+  for (size_t i = 0; i < keep; ++i) protect[size_t(r[i].id)] = true;
+  const float threshold = max_value(logprobs) + float(std::log(double(min_p)));
+  for (size_t i = 0; i < logprobs.size(); ++i)
+    if (logprobs[i] < threshold && !protect[i]) logprobs[i] = kNegInf;
 }
 
 void apply_xtc(std::vector<float>& logprobs, float probability, float threshold,
                std::span<const int32_t> special_tokens, double coin) {
   if (coin > double(probability)) return;
   double sum = 0.0;
-  std::vector<double> probs = unnormalised_probs(logprobs, sum);
-  for (double& p : probs) p /= sum;
+  const std::vector<float>& weights = exp_weights(logprobs, 1.0f, max_value(logprobs), sum);
+  auto prob = [&](size_t i) { return float(double(weights[i]) / sum); };  // softmax(logprobs)
   // Remove every token more likely than the least likely one above the threshold, so exactly
   // one of the "top choices" survives.
-  double least_above = std::numeric_limits<double>::infinity();
-  for (double p : probs)
-    if (p > double(threshold)) least_above = std::min(least_above, p);
+  float least_above = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (prob(i) > threshold) least_above = std::min(least_above, prob(i));
   std::vector<bool> protect(logprobs.size(), false);
   for (int32_t t : special_tokens) protect[size_t(t)] = true;
   for (size_t i = 0; i < logprobs.size(); ++i)
-    if (probs[i] > least_above && !protect[i]) logprobs[i] = kNegInf;
+    if (prob(i) > least_above && !protect[i]) logprobs[i] = kNegInf;
 }
 
 void apply_top_k(std::vector<float>& logprobs, int top_k) {
   if (size_t(top_k) >= logprobs.size()) return;
-  DescendingOrder order(logprobs);
-  keep_first(logprobs, order, size_t(top_k));
+  std::vector<Ranked>& r = ranked(logprobs);
+  partition_top(r, 0, size_t(top_k), r.size());
+  keep_top(logprobs, r, size_t(top_k));
 }
 
 int32_t categorical_sample(const std::vector<float>& logprobs, float temperature, double u) {
-  std::vector<float> scaled(logprobs);
   const float inv_temp = 1.0f / temperature;  // mlx-lm: logits * (1 / temp)
-  for (float& v : scaled) v *= inv_temp;
+  // Scaling by a positive constant is monotone, so the largest scaled value is the scaled max.
   double sum = 0.0;
-  const std::vector<double> w = unnormalised_probs(scaled, sum);
+  const std::vector<float>& w = exp_weights(logprobs, inv_temp, max_value(logprobs) * inv_temp, sum);
   const double target = u * sum;
   double cum = 0.0;
   int32_t last_possible = 0;
   for (size_t i = 0; i < w.size(); ++i) {
-    if (w[i] == 0.0) continue;
+    if (w[i] == 0.0f) continue;
     cum += w[i];
     last_possible = int32_t(i);
     if (cum > target) return int32_t(i);
@@ -197,10 +219,12 @@ int32_t argmax(const std::vector<float>& values) {
 }
 
 std::vector<TokenLogprob> top_n(const std::vector<float>& logprobs, int n) {
-  DescendingOrder order(logprobs);
+  const size_t count = std::min(logprobs.size(), size_t(n));
+  std::vector<Ranked>& r = ranked(logprobs);
+  partition_top(r, 0, count, r.size());
+  std::sort(r.begin(), r.begin() + long(count), ranks_before);
   std::vector<TokenLogprob> out;
-  for (size_t i = 0; i < std::min(order.size(), size_t(n)); ++i)
-    out.push_back({order[i], logprobs[size_t(order[i])]});
+  for (size_t i = 0; i < count; ++i) out.push_back({r[i].id, r[i].value});
   return out;
 }
 
@@ -240,9 +264,11 @@ void Sampler::apply_processors(std::vector<float>& logits, std::span<const int32
     apply_frequency_penalty(logits, history, p.frequency_penalty, p.frequency_context_size);
 }
 
-int32_t Sampler::draw(std::vector<float> lp, uint64_t step) const {
+int32_t Sampler::draw(const std::vector<float>& logprobs, uint64_t step) const {
   const SamplerParams& p = params_;
-  if (p.temperature == 0.0f) return argmax(lp);
+  if (p.temperature == 0.0f) return argmax(logprobs);
+  std::vector<float>& lp = scratch().filtered;
+  lp.assign(logprobs.begin(), logprobs.end());
   if (p.top_p > 0.0f && p.top_p < 1.0f) apply_top_p(lp, p.top_p);
   if (p.min_p != 0.0f) apply_min_p(lp, p.min_p, p.min_tokens_to_keep);
   if (p.xtc_probability > 0.0f)
@@ -254,8 +280,10 @@ int32_t Sampler::draw(std::vector<float> lp, uint64_t step) const {
 SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, uint64_t step) const {
   check(logits.size() == size_t(vocab_size_), "sampler: got " + std::to_string(logits.size()) +
                                                   " logits for a vocabulary of " + std::to_string(vocab_size_));
-  for (float l : logits) check(!std::isnan(l), "sampler: the model produced NaN logits");
-  std::vector<float> lp(logits.begin(), logits.end());
+  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); }))
+    throw Error("sampler: the model produced NaN logits");
+  std::vector<float>& lp = scratch().logprobs;
+  lp.assign(logits.begin(), logits.end());
   apply_processors(lp, history);
   log_softmax(lp);
   SampleResult result;

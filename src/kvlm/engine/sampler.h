@@ -73,7 +73,7 @@ class Sampler {
 
  private:
   void apply_processors(std::vector<float>& logits, std::span<const int32_t> history) const;
-  int32_t draw(std::vector<float> logprobs, uint64_t step) const;
+  int32_t draw(const std::vector<float>& logprobs, uint64_t step) const;
 
   SamplerParams params_;
   int32_t vocab_size_;
