@@ -34,6 +34,19 @@ cmp -s "$tmp/out" "$tmp/out2" || fail "greedy output differs between runs"
 "$kvlm" generate --max-tokens 12 --temp 0.8 --top-p 0.9 --seed 7 "Once upon a time" >"$tmp/s2" 2>/dev/null
 cmp -s "$tmp/s1" "$tmp/s2" || fail "the same seed gave different text"
 
+# Sampling defaults come from generation_config.json when it sets do_sample, and a flag wins.
+sampling="$tmp/sampling-model"
+mkdir "$sampling"
+for f in "$root"/models/default/*; do ln -s "$f" "$sampling/"; done
+rm "$sampling/generation_config.json"
+echo '{"do_sample": true, "temperature": 0.9, "top_k": 20, "eos_token_id": [0, 2]}' >"$sampling/generation_config.json"
+"$kvlm" generate "$sampling" --verbose --seed 3 --max-tokens 16 "The jury said" >"$tmp/g1" 2>"$tmp/err"
+grep -q "temperature 0.9, top_p 0, top_k 20" "$tmp/err" || fail "generation_config.json defaults not used: $(cat "$tmp/err")"
+"$kvlm" generate --seed 3 --temp 0.9 --top-k 20 --max-tokens 16 "The jury said" >"$tmp/g2" 2>/dev/null
+cmp -s "$tmp/g1" "$tmp/g2" || fail "generation_config.json sampling differs from the same flags"
+"$kvlm" generate "$sampling" --temp 0 --max-tokens 8 "The jury said" >"$tmp/g3" 2>/dev/null
+cmp -s "$tmp/g3" "$tmp/out" || fail "--temp 0 did not override generation_config.json"
+
 # The chat template path runs (the default model has a ChatML template).
 "$kvlm" generate --chat --system "Be brief." --max-tokens 4 "Hello" >/dev/null 2>"$tmp/err" ||
   fail "--chat failed: $(cat "$tmp/err")"
