@@ -99,12 +99,12 @@ GenerationResult generate(Model& model, const Tokenizer& tokenizer, std::span<co
   const Sampler sampler(std::move(params), config.vocab_size);
   StopStringMatcher stops(options.stop_strings);
   StreamingDetokenizer detok(tokenizer, options.skip_special_tokens);
-  auto emit = [&](int32_t token, const std::string& text, const SampleResult* sample, GenerationResult& r) {
-    r.text += text;
+  GenerationResult result;
+  auto emit = [&](int32_t token, const std::string& text, const SampleResult* sample) {
+    result.text += text;
     if (on_token) on_token(GeneratedToken{token, text, sample});
   };
 
-  GenerationResult result;
   result.stats.prompt_tokens = int(prompt.size());
   KVSequence seq(model.kv_pool());
   const Clock::time_point start = Clock::now();
@@ -120,7 +120,7 @@ GenerationResult generate(Model& model, const Tokenizer& tokenizer, std::span<co
     }
     history.push_back(sample.token);
     result.tokens.push_back(sample.token);
-    emit(sample.token, stops.push(detok.push(sample.token)), &sample, result);
+    emit(sample.token, stops.push(detok.push(sample.token)), &sample);
     if (stops.stopped()) {
       result.finish = FinishReason::kStop;
       break;
@@ -138,7 +138,7 @@ GenerationResult generate(Model& model, const Tokenizer& tokenizer, std::span<co
     std::string tail = stops.push(detok.finish());
     if (stops.stopped()) result.finish = FinishReason::kStop;
     tail += stops.finish();
-    if (!tail.empty()) emit(-1, tail, nullptr, result);
+    if (!tail.empty()) emit(-1, tail, nullptr);
   }
   const Clock::time_point end = Clock::now();
   result.stats.generated_tokens = int(result.tokens.size());
