@@ -34,7 +34,7 @@ class ServerTest : public ::testing::Test {
     const Loaded& l = loaded();
     EngineOptions eo;
     eo.max_batch = 4;
-    eo.prompt_cache_bytes = -1;
+    eo.prompt_cache_bytes = 0;
     engine_ = std::make_shared<Engine>(l.model, l.tokenizer, eo);
     ServedModel served;
     served.id = "default";
