@@ -90,6 +90,16 @@ TEST(StreamingDetokenizer, HoldsBackOpenByteFallbackRuns) {
   EXPECT_EQ(byte_tokens, 4u);
 }
 
+TEST(StreamingDetokenizer, SkippedSpecialsDoNotCloseAByteRun) {
+  // With specials skipped, <0x41> <s> <0xFF> reaches the decoder as one byte run, which is
+  // invalid as a whole: "A" must not be emitted before the run is complete.
+  Tokenizer tok = Tokenizer::from_file(test::tokenizer_data("llama2/tokenizer.json"));
+  std::vector<int32_t> ids = {*tok.token_to_id("<0x41>"), 1, *tok.token_to_id("<0xFF>")};
+  EXPECT_EQ(tok.decode(ids, true), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(stream(tok, ids, true), tok.decode(ids, true));
+  EXPECT_EQ(stream(tok, ids, false), tok.decode(ids, false));
+}
+
 TEST(StreamingDetokenizer, InvalidBytesStillComeOutAtFinish) {
   Tokenizer tok = Tokenizer::from_file(test::tokenizer_data("llama2/tokenizer.json"));
   std::vector<int32_t> ids = {*tok.token_to_id("<0xE2>")};  // a lone lead byte

@@ -63,10 +63,12 @@ class Decoder {
   virtual ~Decoder() = default;
   // Rewrites the list of token strings (HF's decode_chain); the result is their concatenation.
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
-  // True when a token appended later can change the text of earlier tokens beyond what the
-  // streaming detokenizer already guards against (trailing U+FFFD). ByteFallback: an open run of
-  // byte tokens may still turn invalid; Strip(stop > 0): trailing characters come back.
-  virtual bool holds_tail(const std::vector<std::string>& tokens) const { return false; }
+  // True when, with `last` as the newest token string, a token appended later can still change
+  // the text decoded so far beyond what the streaming detokenizer already guards against
+  // (trailing U+FFFD). ByteFallback: an open run of byte tokens may still turn invalid as a
+  // whole; Strip(stop > 0): stripped trailing characters come back. Looking at the last token
+  // only keeps a held-back push O(1).
+  virtual bool holds_tail(const std::string& last) const { return false; }
 };
 std::unique_ptr<Decoder> make_decoder(const Json& j, const std::string& origin);
 

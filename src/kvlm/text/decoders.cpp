@@ -118,9 +118,7 @@ class ByteFallbackDecoder : public Decoder {
     flush();
     tokens = std::move(out);
   }
-  bool holds_tail(const std::vector<std::string>& tokens) const override {
-    return !tokens.empty() && parse_byte_token(tokens.back()) >= 0;
-  }
+  bool holds_tail(const std::string& last) const override { return parse_byte_token(last) >= 0; }
 };
 
 class FuseDecoder : public Decoder {
@@ -155,7 +153,7 @@ class StripDecoder : public Decoder {
       t = std::move(out);
     }
   }
-  bool holds_tail(const std::vector<std::string>&) const override { return stop_ > 0; }
+  bool holds_tail(const std::string&) const override { return stop_ > 0; }
 
  private:
   size_t start_, stop_;
@@ -236,11 +234,11 @@ class SequenceDecoder : public Decoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& d : steps_) d->decode_chain(tokens);
   }
-  // Each step sees the previous step's output; a step that holds its tail holds the whole tail.
-  bool holds_tail(const std::vector<std::string>& tokens) const override {
-    std::vector<std::string> t = tokens;
+  // Each step sees what the previous steps made of the last token.
+  bool holds_tail(const std::string& last) const override {
+    std::vector<std::string> t = {last};
     for (const auto& d : steps_) {
-      if (d->holds_tail(t)) return true;
+      if (t.empty() || d->holds_tail(t.back())) return !t.empty();
       d->decode_chain(t);
     }
     return false;

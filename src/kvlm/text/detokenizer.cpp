@@ -42,10 +42,14 @@ std::string StreamingDetokenizer::finish() {
 std::string StreamingDetokenizer::emit_ready(bool at_end) {
   const text::TokenizerImpl& impl = tok_.impl();
   std::span<const int32_t> all(ids_);
-  std::vector<std::string> window_tokens =
-      impl.decoder_input(all.subspan(window_start_), skip_special_);
-  if (!at_end && impl.decoder && impl.decoder->holds_tail(window_tokens)) return {};
-  std::string full = impl.run_decoder(std::move(window_tokens));
+  if (!at_end && impl.decoder) {
+    // The newest id that reaches the decoder (skipped specials do not separate byte runs).
+    size_t k = ids_.size();
+    while (k > 0 && !impl.yields_token(ids_[k - 1], skip_special_)) --k;
+    if (k > 0 && impl.decoder->holds_tail(impl.decoder_input(all.subspan(k - 1, 1), skip_special_)[0]))
+      return {};
+  }
+  std::string full = impl.run_decoder(impl.decoder_input(all.subspan(window_start_), skip_special_));
   if (!at_end && ends_with_replacement(full)) return {};
   std::string prefix = impl.run_decoder(impl.decoder_input(
       all.subspan(window_start_, emitted_until_ - window_start_), skip_special_));
