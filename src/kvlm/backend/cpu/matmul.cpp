@@ -54,14 +54,21 @@ Tensor linear(const Tensor& x, const Weight& w) {
   const float* xp = x.data<float>();
   float* op = out.data<float>();
   thread_pool().parallel_for(size_t(out_f), size_t(kRowBlock), [&](size_t b, size_t e) {
-    std::vector<float> buf(static_cast<size_t>(kRowBlock * in));
+    std::vector<float> buf(w.quant ? static_cast<size_t>(kRowBlock * in) : 0);
     std::vector<float> bias(size_t(kRowBlock), 0.0f);
-    const float* rows[kRowBlock];
+    const void* rows[kRowBlock];
+    // Dense weights are read in place (the kernel widens them in registers); MLX affine rows
+    // are dequantized to f32 first.
+    const DType row_dtype = w.quant ? DType::kF32 : w.weight.dtype();
+    const size_t row_bytes = size_t(in) * dtype_size(row_dtype);
     for (int64_t o0 = int64_t(b); o0 < int64_t(e); o0 += kRowBlock) {
       const int64_t nrows = std::min<int64_t>(kRowBlock, int64_t(e) - o0);
-      for (int64_t r = 0; r < nrows; ++r) rows[r] = cpu::weight_row(w, o0 + r, buf.data() + r * in);
+      for (int64_t r = 0; r < nrows; ++r)
+        rows[r] = w.quant ? cpu::weight_row(w, o0 + r, buf.data() + r * in)
+                          : static_cast<const void*>(static_cast<const uint8_t*>(w.weight.raw()) +
+                                                     size_t(o0 + r) * row_bytes);
       if (w.has_bias()) cpu::widen(w.bias, o0, nrows, bias.data());
-      cpu::dot_block_kernel()(xp, T, in, rows, nrows, op + o0, out_f);
+      cpu::dot_block_kernel()(xp, T, in, rows, row_dtype, nrows, op + o0, out_f);
       if (w.has_bias())
         for (int64_t t = 0; t < T; ++t)
           for (int64_t r = 0; r < nrows; ++r) op[t * out_f + o0 + r] += bias[size_t(r)];
