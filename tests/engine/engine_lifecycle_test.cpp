@@ -13,7 +13,6 @@
 namespace kvlm {
 namespace {
 
-using serving::FinishReason;
 using test::Collector;
 using test::Outcome;
 

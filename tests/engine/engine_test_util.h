@@ -39,9 +39,7 @@ struct Outcome {
   std::vector<float> logprobs;
   std::vector<TokenLogprob> top;  // all steps' top_logprobs, concatenated
   std::string text;
-  // Spelled through the engine's namespace: a test may also include engine/generate.h, whose
-  // single-sequence FinishReason would make the short name ambiguous.
-  serving::FinishReason reason = serving::FinishReason::kNone;
+  FinishReason reason = FinishReason::kNone;
   std::string error;
   int events = 0;
   int32_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;

@@ -15,7 +15,6 @@
 #include "kvlm/engine/scheduler.h"
 
 namespace kvlm {
-inline namespace serving {
 namespace {
 
 std::string describe_exception(std::exception_ptr e) {
@@ -308,5 +307,4 @@ std::optional<TokenEvent> TokenStream::next() {
 
 void TokenStream::cancel() { engine_->cancel(id_); }
 
-}  // namespace serving
 }  // namespace kvlm

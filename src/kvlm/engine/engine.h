@@ -24,12 +24,6 @@
 
 namespace kvlm {
 
-// The engine's names live in an inline namespace: callers spell them kvlm::FinishReason etc.,
-// while the single-sequence path (engine/generate.h) keeps its own narrower FinishReason and
-// TokenCallback. The distinct mangled names let both link into one binary, and code inside
-// kvlm::serving resolves the unqualified names to these even when generate.h is included too.
-inline namespace serving {
-
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error", "none"
 
@@ -129,5 +123,4 @@ class TokenStream {
   RequestId id_ = 0;
 };
 
-}  // namespace serving
 }  // namespace kvlm

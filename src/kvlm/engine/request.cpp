@@ -5,7 +5,6 @@
 #include "kvlm/base/error.h"
 
 namespace kvlm {
-inline namespace serving {
 
 void validate_request(const GenerationRequest& req, const ModelConfig& config) {
   check(!req.prompt.empty(), "the prompt is empty");
@@ -117,5 +116,4 @@ void Request::stamp(TokenEvent& ev) const {
   ev.completion_tokens = output.completion_tokens();
 }
 
-}  // namespace serving
 }  // namespace kvlm

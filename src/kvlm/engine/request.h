@@ -16,7 +16,6 @@
 #include "kvlm/text/detokenizer.h"
 
 namespace kvlm {
-inline namespace serving {
 
 // Errors for a request the model can never run: empty prompt, ids outside the vocabulary,
 // max_tokens < 1, a prompt that fills the model's context.
@@ -92,5 +91,4 @@ struct Request {
   void stamp(TokenEvent& ev) const;
 };
 
-}  // namespace serving
 }  // namespace kvlm

@@ -6,7 +6,6 @@
 #include "kvlm/base/error.h"
 
 namespace kvlm {
-inline namespace serving {
 namespace {
 
 EngineOptions checked(const EngineOptions& o) {
@@ -172,5 +171,4 @@ Request* Scheduler::find(RequestId id) {
   return nullptr;
 }
 
-}  // namespace serving
 }  // namespace kvlm

@@ -22,7 +22,6 @@
 #include "kvlm/model/model.h"
 
 namespace kvlm {
-inline namespace serving {
 
 // One forward pass: the flattened batch and, per sequence in it, where its logits row is.
 struct StepPlan {
@@ -85,5 +84,4 @@ class Scheduler {
   std::vector<std::unique_ptr<Request>> running_;  // admission order
 };
 
-}  // namespace serving
 }  // namespace kvlm
