@@ -3,12 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include "kvlm/base/error.h"
 #include "kvlm/base/file.h"
 #include "kvlm/base/json.h"
+#include "kvlm/text/components.h"
+#include "kvlm/text/regex.h"
 #include "tokenizer_goldens.h"
 
 namespace kvlm {
@@ -219,6 +223,24 @@ TEST(Tokenizer, EncodesLongTextQuickly) {
     EXPECT_GT(ids.size(), 10000u);
     EXPECT_LT(ms, 1000.0) << rel;
     EXPECT_EQ(tok.decode(ids, false), text) << rel;
+  }
+}
+
+TEST(Gpt2Split, MatchesTheRegexOnRandomText) {
+  // The hand-written scanner against Oniguruma running GPT-2's pattern, on random strings drawn
+  // from characters of every class the pattern distinguishes.
+  const std::vector<std::string> alphabet = {
+      " ", " ", "  ", "\t", "\n", "\r", "\xC2\xA0", "\xE3\x80\x80", "\xE2\x80\xA8", "a",
+      "Z", "s", "t", "r", "e", "v", "l", "m", "d", "'", "'", "\xC3\xA9", "\xE6\x97\xA5",
+      "\xD7\x90", "0", "7", "\xD9\xA3", "\xC2\xBD", "\xE2\x85\xA0", "!", ".", "-", "_",
+      "\xF0\x9F\xA6\x99", "\xCC\x81", "\xE2\x80\x8B", "\x00", "\xEF\xBF\xBD"};
+  text::Regex regex(text::kGpt2Pattern, "gpt2");
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string text;
+    for (int k = static_cast<int>(rng() % 24); k > 0; --k) text += alphabet[rng() % alphabet.size()];
+    auto expected = regex.find_all(text);
+    ASSERT_EQ(text::gpt2_split(text), expected) << "[" << text << "]";
   }
 }
 
