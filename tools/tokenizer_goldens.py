@@ -9,7 +9,16 @@ skip_special_tokens off and on, writing one JSON file per tokenizer into --out:
    "cases": [{"text": ..., "ids": [...], "ids_with_special": [...],
               "decoded": ..., "decoded_skip_special": ...}, ...]}
 
-`decoded*` decode `ids_with_special`. Runs offline; needs only the `tokenizers` package.
+`decoded*` decode `ids_with_special`. It also writes components.json: single normalizers,
+pre-tokenizers and decoders (as tokenizer.json configures them) applied to short texts, so that
+each component is checked on its own, including configurations no bundled tokenizer uses
+(Llama-3 and Qwen2 Split regexes, every split behaviour, prepend schemes, ...):
+
+  {"normalizers":    [{"config": {...}, "cases": [{"text": ..., "normalized": ...}]}],
+   "pre_tokenizers": [{"config": {...}, "cases": [{"text": ..., "pieces": [...]}]}],
+   "decoders":       [{"config": {...}, "cases": [{"tokens": [...], "decoded": ...}]}]}
+
+Runs offline; needs only the `tokenizers` package.
 Usage: python3 tools/tokenizer_goldens.py --out DIR
 """
 import argparse
@@ -94,6 +103,12 @@ CORPUS = [
     "<0x41> <unk> [UNK] <s> </s> <pad> looks special but is text",
     "▁already▁has▁metaspace ▁",
     "Ġ Ċ ĉ byte-level lookalikes",
+    # added-token flags (lstrip, rstrip, single_word, normalized) of the synthetic tokenizers
+    "a word b, awordb, word! (word) _word_ wordy éword",
+    "I read a book Yesterday and YESTERDAY yesterday",
+    "mask  [MASK]  here\t[MASK]end [MASK]",
+    "<tool  x <tool> y <tool>z <toolbox",
+    "hello Hello hellohello ▁hello <|user|>  hi <|user|>",
     # mixed long document
     ("The history of natural language processing generally started in the 1950s. "
      "In 1950, Alan Turing published an article titled \"Computing Machinery and "
@@ -144,17 +159,147 @@ def goldens_for(path):
     }
 
 
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+COMPONENT_TEXTS = [t for t in CORPUS if len(t) < 200] + [
+    "the-final--countdown", "-leading and trailing-", "--", "a-b-c",
+    "▁▁two▁markers", "ŁÓDŹ Ǆ ǲ ﬀ", "don't DON'T I'M We'Re", "   ", "x\r\n\r\ny",
+    "12345678901", "٣٤٥ ۱۲۳ ४५६ ½", "hello\u00a0world\u3000!",
+]
+
+NORMALIZERS = [
+    {"type": "NFC"}, {"type": "NFD"}, {"type": "NFKC"}, {"type": "NFKD"},
+    {"type": "Lowercase"},
+    {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "StripAccents"}]},
+    {"type": "Strip", "strip_left": True, "strip_right": True},
+    {"type": "Strip", "strip_left": False, "strip_right": True},
+    {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+    {"type": "Replace", "pattern": {"String": "a"}, "content": "AA"},
+    {"type": "Prepend", "prepend": "▁"},
+    {"type": "Nmt"},
+    {"type": "ByteLevel"},
+    {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+     "strip_accents": None, "lowercase": True},
+    {"type": "BertNormalizer", "clean_text": False, "handle_chinese_chars": False,
+     "strip_accents": True, "lowercase": False},
+    {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"},
+                                         {"type": "Replace", "pattern": {"String": " "},
+                                          "content": "▁"}]},
+]
+
+PRE_TOKENIZERS = [
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+    {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+    {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": LLAMA3_REGEX}, "behavior": "Isolated",
+         "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+         "use_regex": False}]},
+    {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_REGEX}, "behavior": "Isolated",
+         "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+         "use_regex": False}]},
+    {"type": "Split", "pattern": {"Regex": r"\p{N}+"}, "behavior": "Removed", "invert": True},
+    {"type": "Split", "pattern": {"Regex": r"\s*"}, "behavior": "Isolated", "invert": False},
+    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True},
+    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False},
+    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True},
+    {"type": "Metaspace", "replacement": "▁", "add_prefix_space": True},
+    {"type": "Digits", "individual_digits": True},
+    {"type": "Digits", "individual_digits": False},
+    {"type": "Punctuation", "behavior": "Isolated"},
+    {"type": "Punctuation", "behavior": "MergedWithPrevious"},
+    {"type": "Whitespace"},
+    {"type": "WhitespaceSplit"},
+    {"type": "BertPreTokenizer"},
+    {"type": "CharDelimiterSplit", "delimiter": "-"},
+] + [
+    {"type": "Split", "pattern": {"String": "-"}, "behavior": b, "invert": inv}
+    for b in ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"]
+    for inv in [False, True]
+]
+
+DECODER_TOKENS = [
+    ["Hello", "Ġworld", "!"], ["Ġ", "Ġleading"], ["ðŁ", "¦", "Ļ"], ["ðŁ", "¦"],
+    ["▁Hello", "▁", "▁world", "▁"], ["▁▁x", "▁y▁"], ["<0xE2>", "<0x82>", "<0xAC>", "a"],
+    ["<0xE2>", "<0x82>", "b", "<0xFF>"], ["<0x41>", "<0x42>"], ["▁", "<0x0A>", "▁x"],
+    ["un", "##believ", "##able", ".", "do", "not", "'", "s", "?"], ["##x", "y"],
+    ["  a  ", " b "], ["<s>", "▁hi", "</s>"], [],
+]
+
+DECODERS = [
+    {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True},
+    {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True},
+    {"type": "ByteFallback"},
+    {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 1},
+    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+    {"type": "WordPiece", "prefix": "##", "cleanup": True},
+    {"type": "WordPiece", "prefix": "##", "cleanup": False},
+    {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+]
+
+
+def with_component(key, config):
+    """A minimal tokenizer holding one component, to run it through `tokenizers`."""
+    data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+            "normalizer": None, "pre_tokenizer": None, "post_processor": None, "decoder": None,
+            "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}
+    data[key] = config
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def component_goldens():
+    out = {"tokenizers_version": tokenizers.__version__,
+           "normalizers": [], "pre_tokenizers": [], "decoders": []}
+
+    def add(kind, key, cfg, make_cases):
+        try:
+            out[kind].append({"config": cfg, "cases": make_cases(getattr(with_component(key, cfg), key))})
+        except Exception as e:  # recorded, so the test can tell a rejected config from a gap
+            out[kind].append({"config": cfg, "error": str(e)})
+
+    for cfg in NORMALIZERS:
+        add("normalizers", "normalizer", cfg, lambda n: [
+            {"text": t, "normalized": n.normalize_str(t)} for t in COMPONENT_TEXTS])
+    for cfg in PRE_TOKENIZERS:
+        add("pre_tokenizers", "pre_tokenizer", cfg, lambda p: [
+            {"text": t, "pieces": [piece for piece, _ in p.pre_tokenize_str(t)]}
+            for t in COMPONENT_TEXTS])
+    for cfg in DECODERS:
+        add("decoders", "decoder", cfg, lambda d: [
+            {"tokens": toks, "decoded": d.decode(toks)} for toks in DECODER_TOKENS])
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder (one JSON file per tokenizer)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name, path in tokenizer_paths():
-        data = goldens_for(path)
+        try:
+            data = goldens_for(path)
+        except Exception as e:  # report and go on: one bad file must not cost the others
+            print(f"{path}: {e}", file=sys.stderr)
+            continue
         out = os.path.join(args.out, f"{name}.json")
         with open(out, "w", encoding="utf-8") as f:
             json.dump(data, f, ensure_ascii=False, indent=0)
         print(f"{out}: {len(data['cases'])} cases", file=sys.stderr)
+    out = os.path.join(args.out, "components.json")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(component_goldens(), f, ensure_ascii=False, indent=0)
+    print(f"{out}: components", file=sys.stderr)
 
 
 if __name__ == "__main__":
