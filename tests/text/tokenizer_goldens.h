@@ -1,7 +1,9 @@
 #pragma once
 // Loading of the tokenizer golden files under tests/data/tokenizers, shared by the tokenizer and
 // detokenizer tests.
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,12 +29,16 @@ struct GoldenFile {
   std::vector<GoldenCase> cases;
 };
 
-// Every goldens/<name>.json (the HF `tokenizers` oracle output), sorted by name.
+// Every goldens/<name>.json of a tokenizer (the HF `tokenizers` oracle output), sorted by name.
 inline std::vector<GoldenFile> load_hf_goldens() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(tokenizer_data("goldens")))
+    if (e.path().extension() == ".json" && e.path().stem() != "components")
+      names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
   std::vector<GoldenFile> files;
-  for (const char* name : {"bert", "default", "gpt2", "llama2", "phi3", "smollm2", "t5"}) {
-    std::string path = tokenizer_data(std::string("goldens/") + name + ".json");
-    if (!file_exists(path)) continue;
+  for (const std::string& name : names) {
+    std::string path = tokenizer_data("goldens/" + name + ".json");
     Json j = read_json_file(path);
     GoldenFile f;
     f.name = name;
