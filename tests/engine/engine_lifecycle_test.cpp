@@ -113,15 +113,18 @@ TEST(EngineLifecycle, ThrowingCallbackEndsOnlyItsRequest) {
 
 TEST(EngineLifecycle, FailedStepFailsItsRequestsAndTheEngineGoesOn) {
   auto model = test::load_fixture("llama_untied_bias", kPoolBytes);
-  Engine engine(model, test::bundled_tokenizer(), {4, 512, 2048, 0});
   std::mt19937 rng(5);
+  const GenerationRequest failing = greedy(test::random_tokens(rng, 14), 20);
+  const GenerationRequest later = greedy(test::random_tokens(rng, 6), 5);
+  const Outcome solo_later = test::run_solo(model, later);  // before the engine: one per model
+  Engine engine(model, test::bundled_tokenizer(), {4, 512, 2048, 0});
   Collector c;
   // The callback (on the engine thread) takes every free block behind the scheduler's back, so
   // the next step cannot grow the sequence past its first block: the model throws, the request
   // fails, and the hog is released with the final event.
   auto hog = std::make_unique<KVSequence>(model->kv_pool());
   auto record = c.callback(0);
-  engine.submit(greedy(test::random_tokens(rng, 14), 20), [&](const TokenEvent& ev) {
+  engine.submit(failing, [&](const TokenEvent& ev) {
     record(ev);
     if (ev.finished) hog->clear();
     else if (hog->length() == 0) {
@@ -133,10 +136,9 @@ TEST(EngineLifecycle, FailedStepFailsItsRequestsAndTheEngineGoesOn) {
   const auto failed = c.wait(1);
   EXPECT_EQ(failed.at(0).reason, FinishReason::kError);
   EXPECT_FALSE(failed.at(0).error.empty());
-  const GenerationRequest later = greedy(test::random_tokens(rng, 6), 5);
   engine.submit(later, c.callback(1));
   const auto got = c.wait(2);
-  test::expect_identical(got.at(1), test::run_solo(model, later), "a request after a failed step");
+  test::expect_identical(got.at(1), solo_later, "a request after a failed step");
   const EngineStats s = wait_stats(engine, [](const EngineStats& s) { return s.running == 0; });
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
 }
@@ -174,7 +176,6 @@ TEST(EngineMemory, ManyRequestsThroughATinyPoolAllComplete) {
   // 4 blocks; each request (8 prompt + 8 new tokens) reserves one block, so at most 4 run at once
   // even though max_batch is 8; the rest wait and none fails.
   auto model = test::load_fixture("llama_untied_bias", 4 * 16 * 512);
-  Engine engine(model, test::bundled_tokenizer(), {8, 512, 2048, 0});
   std::mt19937 rng(6);
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 200; ++i) {
@@ -183,6 +184,9 @@ TEST(EngineMemory, ManyRequestsThroughATinyPoolAllComplete) {
     r.sampling.seed = uint64_t(i);
     reqs.push_back(r);
   }
+  std::map<size_t, Outcome> solo;  // computed before the engine starts: one engine per model
+  for (size_t i : {0u, 57u, 199u}) solo[i] = test::run_solo(model, reqs[i]);
+  Engine engine(model, test::bundled_tokenizer(), {8, 512, 2048, 0});
   std::mutex mu;
   int active = 0, most_active = 0;
   Collector c;
@@ -204,7 +208,7 @@ TEST(EngineMemory, ManyRequestsThroughATinyPoolAllComplete) {
   EXPECT_GE(most_active, 2);
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got.at(i).reason, FinishReason::kLength) << i;
   for (size_t i : {0u, 57u, 199u})
-    test::expect_identical(got.at(i), test::run_solo(model, reqs[i]), "tiny pool request " + std::to_string(i));
+    test::expect_identical(got.at(i), solo.at(i), "tiny pool request " + std::to_string(i));
   const EngineStats s = wait_stats(engine, [](const EngineStats& s) { return s.running == 0; });
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
   EXPECT_EQ(s.requests_total, 200);

@@ -72,6 +72,7 @@ struct EngineStats {
   int64_t steps = 0;
 };
 
+// One Engine per Model at a time: its thread is the only user of the model and its KV pool.
 class Engine {
  public:
   // Starts the engine thread. Error if the options are invalid (non-positive sizes).
