@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <thread>
 #include <sys/socket.h>
 
 #include "kvlm/base/error.h"
@@ -70,6 +71,8 @@ struct Server::Impl {
   std::mutex mu;
   std::condition_variable idle;
   int active = 0;
+  bool stopping = false;   // shutdown() has begun: run() must not start listening
+  bool listening = false;  // run() is inside httplib's listen loop (or about to enter it)
 
   Impl(ServedModel m, ServerOptions o) : model(std::move(m)), options(std::move(o)) {
     created_unix = std::chrono::duration_cast<std::chrono::seconds>(
@@ -393,7 +396,16 @@ void Server::bind() {
 
 int Server::port() const { return impl_->bound_port; }
 
-void Server::run() { impl_->http.listen_after_bind(); }
+void Server::run() {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->stopping) return;
+    impl_->listening = true;
+  }
+  impl_->http.listen_after_bind();
+  std::lock_guard lock(impl_->mu);
+  impl_->listening = false;
+}
 
 int Server::active_generations() const {
   std::lock_guard lock(impl_->mu);
@@ -402,6 +414,10 @@ int Server::active_generations() const {
 
 void Server::shutdown(std::chrono::milliseconds grace) {
   impl_->draining = true;
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
   {
     std::unique_lock lock(impl_->mu);
     impl_->idle.wait_for(lock, grace, [&] { return impl_->active == 0; });
@@ -413,6 +429,16 @@ void Server::shutdown(std::chrono::milliseconds grace) {
     // that stopped reading (its socket write times out on its own).
     std::unique_lock lock(impl_->mu);
     impl_->idle.wait_for(lock, std::chrono::seconds(10), [&] { return impl_->active == 0; });
+  }
+  // httplib's stop() does nothing until its listen loop has started, so a shutdown racing with
+  // run() waits for the loop to be up (or for run() never to have started it).
+  for (;;) {
+    {
+      std::lock_guard lock(impl_->mu);
+      if (!impl_->listening) return;
+    }
+    if (impl_->http.is_running()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   impl_->http.stop();
 }
