@@ -36,6 +36,8 @@ void check_prompt(std::span<const int32_t> prompt, const ModelConfig& config) {
 }
 
 // mlx-lm protects the newline and EOS tokens from XTC, so that XTC never forces a text to run on.
+}  // namespace
+
 std::vector<int32_t> xtc_protected_tokens(const Tokenizer& tokenizer, const std::vector<int32_t>& eos,
                                           int32_t vocab_size) {
   std::vector<int32_t> out = tokenizer.encode("\n", false);
@@ -43,8 +45,6 @@ std::vector<int32_t> xtc_protected_tokens(const Tokenizer& tokenizer, const std:
   std::erase_if(out, [&](int32_t t) { return t < 0 || t >= vocab_size; });
   return out;
 }
-
-}  // namespace
 
 void prefill(Model& model, KVSequence& seq, std::span<const int32_t> tokens, int chunk,
              std::span<const int32_t> rows, const LogitsSink& sink) {

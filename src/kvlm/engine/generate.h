@@ -18,6 +18,10 @@
 
 namespace kvlm {
 
+// The tokens XTC never removes (mlx-lm's rule): the newline token(s) and the EOS ids.
+std::vector<int32_t> xtc_protected_tokens(const Tokenizer& tokenizer, const std::vector<int32_t>& eos,
+                                          int32_t vocab_size);
+
 // Feeds `tokens` into `seq` (which holds seq.length() tokens already) in chunks of at most
 // `chunk` tokens. `rows` are ascending indices into `tokens` whose logits are wanted; `sink` gets
 // each chunk's wanted rows (indices into `tokens`) with their logits, f32 [rows, vocab].

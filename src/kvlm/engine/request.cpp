@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kvlm/base/error.h"
+#include "kvlm/engine/generate.h"
 
 namespace kvlm {
 
@@ -33,10 +34,7 @@ SamplerParams effective_sampler_params(const GenerationRequest& req, const Token
                                        const std::vector<int32_t>& eos_ids, int32_t vocab_size) {
   SamplerParams params = req.sampling;
   if (!params.xtc_special_tokens.empty()) return params;
-  std::vector<int32_t> protect = tokenizer.encode("\n", false);
-  protect.insert(protect.end(), eos_ids.begin(), eos_ids.end());
-  std::erase_if(protect, [&](int32_t t) { return t < 0 || t >= vocab_size; });
-  params.xtc_special_tokens = std::move(protect);
+  params.xtc_special_tokens = xtc_protected_tokens(tokenizer, eos_ids, vocab_size);
   return params;
 }
 
