@@ -12,7 +12,9 @@ Json parse_json(const std::string& text, const std::string& origin) {
                 std::string(e.what()).substr(std::string(e.what()).find(':') + 2));
   } catch (const nlohmann::json::exception& e) {
     // Not a syntax error but still bad input, e.g. a number too large for a double (1e999).
-    throw Error(origin + ": invalid JSON: " + std::string(e.what()).substr(std::string(e.what()).find(']') + 2));
+    const std::string what = e.what();  // "[json.exception.out_of_range.406] number overflow ..."
+    const size_t cut = what.find("] ");
+    throw Error(origin + ": invalid JSON: " + (cut == std::string::npos ? what : what.substr(cut + 2)));
   }
 }
 

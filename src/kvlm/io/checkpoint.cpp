@@ -7,7 +7,7 @@
 
 #include "kvlm/base/error.h"
 #include "kvlm/base/file.h"
-#include "kvlm/io/json_input.h"
+#include "kvlm/base/json.h"
 #include "kvlm/io/safetensors.h"
 
 namespace kvlm {
@@ -50,7 +50,7 @@ Json merge_text_config(const Json& config) {
 namespace {
 
 Json read_object(const std::string& path) {
-  Json j = read_json_input(path);
+  Json j = read_json_file(path);
   check(j.is_object(), path + ": expected a JSON object");
   return j;
 }

@@ -9,7 +9,7 @@
 #include "kvlm/base/file.h"
 #include "kvlm/base/half.h"
 #include "kvlm/io/checkpoint.h"
-#include "kvlm/io/json_input.h"
+#include "kvlm/base/json.h"
 #include "kvlm/io/safetensors_writer.h"
 
 namespace kvlm {
@@ -150,7 +150,7 @@ std::string shard_name(size_t i, size_t n) {
 // config.json with the quantization block mlx-lm writes, under both keys it uses.
 Json quantized_config(const Checkpoint& src, const std::vector<Planned>& plan,
                       const AffineSpec& spec, DType dtype) {
-  Json cfg = read_json_input(src.config_path());  // unmerged: text_config stays nested
+  Json cfg = read_json_file(src.config_path());  // unmerged: text_config stays nested
   Json q = {{"group_size", spec.group_size}, {"bits", spec.bits}, {"mode", "affine"}};
   for (const Planned& p : plan)
     if (p.skipped) q[module_of(p.name)] = false;

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kvlm/base/error.h"
-#include "kvlm/io/json_input.h"
+#include "kvlm/base/json.h"
 
 namespace kvlm {
 
@@ -96,7 +96,7 @@ SafetensorsHeader parse_safetensors(const uint8_t* data, size_t size, const std:
                                     std::to_string(header_len) + " bytes but file has " +
                                     std::to_string(size));
   const std::string text(reinterpret_cast<const char*>(data + 8), size_t(header_len));
-  const Json root = parse_json_input(text, origin + ": safetensors header");
+  const Json root = parse_json(text, origin + ": safetensors header");
   check(root.is_object(), origin + ": safetensors header is not a JSON object");
 
   SafetensorsHeader h;
