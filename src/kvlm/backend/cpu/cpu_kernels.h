@@ -1,9 +1,10 @@
 #pragma once
 // Shared helpers of the CPU reference kernels: device and layout checks, widening of stored
-// dtypes to f32, and the one dot product every reduction uses.
+// dtypes to f32; the one dot product every reduction uses is in dot.h.
 #include <cstdint>
 #include <string>
 
+#include "kvlm/backend/cpu/dot.h"
 #include "kvlm/backend/ops.h"
 #include "kvlm/base/error.h"
 #include "kvlm/base/half.h"
@@ -24,19 +25,5 @@ void narrow(const float* src, int64_t n, DType dt, void* dst);
 // Row `row` of a weight as f32: a pointer into the weight itself when it is dense f32, else `buf`
 // (in_features floats) filled by widening or MLX affine dequantization.
 const float* weight_row(const ops::Weight& w, int64_t row, float* buf);
-
-// Sum of a[i]*b[i]. Eight interleaved partial sums combined in a fixed tree, then the tail: the
-// order depends only on n, which keeps results batch- and thread-invariant while letting the
-// compiler use vector registers without -ffast-math.
-inline float dot(const float* a, const float* b, int64_t n) {
-  constexpr int kLanes = 8;
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) acc[k] += a[i + k] * b[i + k];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 }  // namespace kvlm::cpu

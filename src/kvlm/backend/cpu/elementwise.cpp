@@ -4,6 +4,7 @@
 #include <numbers>
 #include <vector>
 
+#include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/base/thread_pool.h"
 
@@ -22,6 +23,7 @@ constexpr size_t kRowGrain = 8;
 }  // namespace
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kind) {
+  const ProfileScope profile(OpKind::kNorm);
   cpu::check_f32(x, 2, "rms_norm", "input");
   cpu::check_cpu_contiguous(weight, "rms_norm", "weight");
   const int64_t rows = x.dim(0), n = x.dim(1);
@@ -47,6 +49,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kin
 }
 
 Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act) {
+  const ProfileScope profile(OpKind::kActivation);
   cpu::check_f32(gate, 2, "gated_activation", "gate");
   cpu::check_f32(up, 2, "gated_activation", "up");
   check_same_shape(gate, up, "gated_activation");
@@ -69,6 +72,7 @@ Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act
 }
 
 void add_scaled_inplace(Tensor& x, const Tensor& y, float scale) {
+  const ProfileScope profile(OpKind::kElementwise);
   cpu::check_cpu_contiguous(x, "add", "x");
   cpu::check_cpu_contiguous(y, "add", "y");
   check(x.dtype() == DType::kF32 && y.dtype() == DType::kF32, "add: f32 tensors expected");
@@ -84,6 +88,7 @@ void add_scaled_inplace(Tensor& x, const Tensor& y, float scale) {
 }
 
 void scale_inplace(Tensor& x, float scale) {
+  const ProfileScope profile(OpKind::kElementwise);
   cpu::check_cpu_contiguous(x, "scale", "x");
   check(x.dtype() == DType::kF32, "scale: f32 tensor expected");
   float* xp = x.data<float>();
@@ -91,6 +96,7 @@ void scale_inplace(Tensor& x, float scale) {
 }
 
 void divide_inplace(Tensor& x, float divisor) {
+  const ProfileScope profile(OpKind::kElementwise);
   cpu::check_cpu_contiguous(x, "divide", "x");
   check(x.dtype() == DType::kF32, "divide: f32 tensor expected");
   float* xp = x.data<float>();
@@ -98,6 +104,7 @@ void divide_inplace(Tensor& x, float divisor) {
 }
 
 Tensor softmax(const Tensor& x) {
+  const ProfileScope profile(OpKind::kElementwise);
   cpu::check_f32(x, 2, "softmax", "input");
   const int64_t rows = x.dim(0), n = x.dim(1);
   Tensor out = Tensor::empty(x.shape(), DType::kF32);

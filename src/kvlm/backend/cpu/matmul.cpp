@@ -2,16 +2,16 @@
 #include <algorithm>
 #include <vector>
 
+#include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
-#include "kvlm/backend/cpu/dot_block.h"
+#include "kvlm/backend/cpu/linear_rows.h"
 #include "kvlm/base/thread_pool.h"
 
 namespace kvlm::ops {
 
 namespace {
 
-// Output features handled together: their widened rows stay in cache while every token row of x
-// streams past them once.
+// Threads split the output features in multiples of this (never the reduction).
 constexpr int64_t kRowBlock = 16;
 
 void check_weight(const Weight& w, const char* op) {
@@ -26,6 +26,7 @@ void check_weight(const Weight& w, const char* op) {
 }  // namespace
 
 Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
+  const ProfileScope profile(OpKind::kEmbedding);
   check_weight(table, "embedding");
   const int64_t n = int64_t(ids.size()), dim = table.in_features;
   for (int32_t id : ids)
@@ -45,39 +46,29 @@ Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
 }
 
 Tensor linear(const Tensor& x, const Weight& w) {
+  const ProfileScope profile(OpKind::kLinear);
   cpu::check_f32(x, 2, "linear", "input");
   check_weight(w, "linear");
   check(x.dim(1) == w.in_features, "linear: input " + x.describe() + " does not match a weight with " +
                                        std::to_string(w.in_features) + " inputs");
-  const int64_t T = x.dim(0), in = w.in_features, out_f = w.out_features;
+  const int64_t T = x.dim(0), out_f = w.out_features;
   Tensor out = Tensor::empty({T, out_f}, DType::kF32);
   const float* xp = x.data<float>();
   float* op = out.data<float>();
+  const cpu::LinearRowsFn kernel = cpu::linear_rows_kernel(cpu::cpu_isa());
   thread_pool().parallel_for(size_t(out_f), size_t(kRowBlock), [&](size_t b, size_t e) {
-    std::vector<float> buf(w.quant ? static_cast<size_t>(kRowBlock * in) : 0);
-    std::vector<float> bias(size_t(kRowBlock), 0.0f);
-    const void* rows[kRowBlock];
-    // Dense weights are read in place (the kernel widens them in registers); MLX affine rows
-    // are dequantized to f32 first.
-    const DType row_dtype = w.quant ? DType::kF32 : w.weight.dtype();
-    const size_t row_bytes = size_t(in) * dtype_size(row_dtype);
-    for (int64_t o0 = int64_t(b); o0 < int64_t(e); o0 += kRowBlock) {
-      const int64_t nrows = std::min<int64_t>(kRowBlock, int64_t(e) - o0);
-      for (int64_t r = 0; r < nrows; ++r)
-        rows[r] = w.quant ? cpu::weight_row(w, o0 + r, buf.data() + r * in)
-                          : static_cast<const void*>(static_cast<const uint8_t*>(w.weight.raw()) +
-                                                     size_t(o0 + r) * row_bytes);
-      if (w.has_bias()) cpu::widen(w.bias, o0, nrows, bias.data());
-      cpu::dot_block_kernel()(xp, T, in, rows, row_dtype, nrows, op + o0, out_f);
-      if (w.has_bias())
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t r = 0; r < nrows; ++r) op[t * out_f + o0 + r] += bias[size_t(r)];
-    }
+    kernel({xp, T, &w, int64_t(b), int64_t(e - b), op + b, out_f});
+    if (!w.has_bias()) return;
+    std::vector<float> bias(e - b);
+    cpu::widen(w.bias, int64_t(b), int64_t(e - b), bias.data());
+    for (int64_t t = 0; t < T; ++t)
+      for (size_t r = 0; r < e - b; ++r) op[t * out_f + int64_t(b + r)] += bias[r];
   });
   return out;
 }
 
 Tensor gather_rows(const Tensor& x, std::span<const int32_t> rows) {
+  const ProfileScope profile(OpKind::kElementwise);
   cpu::check_f32(x, 2, "gather_rows", "input");
   const int64_t n = x.dim(1);
   Tensor out = Tensor::empty({int64_t(rows.size()), n}, DType::kF32);
@@ -91,6 +82,7 @@ Tensor gather_rows(const Tensor& x, std::span<const int32_t> rows) {
 }
 
 Tensor concat_rows(const std::vector<Tensor>& parts) {
+  const ProfileScope profile(OpKind::kElementwise);
   check(!parts.empty(), "concat_rows: no parts");
   const int64_t n = parts[0].dim(1);
   int64_t rows = 0;

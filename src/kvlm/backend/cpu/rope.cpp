@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
 
 namespace kvlm::ops {
@@ -30,6 +31,7 @@ void rotate_token(float* x, int64_t heads, int64_t head_dim, const RopeFrequenci
 }  // namespace
 
 void rope_inplace(Tensor& x, std::span<const int32_t> positions, const RopeParams& p) {
+  const ProfileScope profile(OpKind::kRope);
   cpu::check_f32(x, 3, "rope", "input");
   check(int64_t(positions.size()) == x.dim(0),
         "rope: " + std::to_string(positions.size()) + " positions for " + x.describe());

@@ -1,0 +1,76 @@
+// AVX2 (with FMA and F16C) paths: one 16-lane accumulator is a pair of ymm registers.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#define KVLM_TARGET __attribute__((target("avx2,fma,f16c")))
+
+namespace kvlm::cpu {
+namespace {
+
+struct Vec {
+  __m256 lo, hi;  // lanes 0-7 and 8-15
+
+  static KVLM_TARGET Vec zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static KVLM_TARGET Vec load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static KVLM_TARGET __m256 bf16x8(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static KVLM_TARGET Vec widen_bf16(const uint16_t* p) {
+    return {bf16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+            bf16x8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+  }
+  static KVLM_TARGET Vec widen_f16(const uint16_t* p) {
+    return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+  }
+  static KVLM_TARGET __m256 nibbles8(__m128i dup) {
+    const __m256i shift = _mm256_set_epi32(4, 0, 4, 0, 4, 0, 4, 0);
+    const __m256i w = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(dup), shift);
+    return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(15)));
+  }
+  // 16 4-bit codes from 8 bytes: code 2j is the low nibble of byte j, code 2j+1 the high one.
+  static KVLM_TARGET Vec codes4(const uint8_t* p) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i dup = _mm_unpacklo_epi8(b, b);
+    return {nibbles8(dup), nibbles8(_mm_srli_si128(dup, 8))};
+  }
+  static KVLM_TARGET Vec codes8(const uint8_t* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)),
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)))};
+  }
+  static KVLM_TARGET Vec codes_i32(const int32_t* c) {
+    return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c))),
+            _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 8)))};
+  }
+  static KVLM_TARGET Vec affine(Vec codes, float scale, float bias) {
+    const __m256 s = _mm256_set1_ps(scale), b = _mm256_set1_ps(bias);
+    return {_mm256_add_ps(_mm256_mul_ps(s, codes.lo), b), _mm256_add_ps(_mm256_mul_ps(s, codes.hi), b)};
+  }
+  static KVLM_TARGET Vec fma(Vec a, Vec b, Vec acc) {
+    return {_mm256_fmadd_ps(a.lo, b.lo, acc.lo), _mm256_fmadd_ps(a.hi, b.hi, acc.hi)};
+  }
+  // Lanes fold in halves: k + k+8 (lo + hi), k + k+4, k + k+2, k + k+1.
+  static KVLM_TARGET float fold(Vec a) {
+    const __m256 h = _mm256_add_ps(a.lo, a.hi);
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+  }
+};
+
+// 16 ymm registers: 2 tokens x 2 rows = 8 for accumulators, the rest for weights and inputs.
+constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4;
+
+}  // namespace
+}  // namespace kvlm::cpu
+
+#include "kvlm/backend/cpu/kernels_simd.inl"
+
+namespace kvlm::cpu {
+
+void linear_rows_avx2(const LinearRows& job) { linear_rows_simd(job); }
+float dot_avx2(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
+
+}  // namespace kvlm::cpu

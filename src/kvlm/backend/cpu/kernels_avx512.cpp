@@ -1,0 +1,66 @@
+// AVX-512 (F, BW, VL, DQ) paths: one 16-lane accumulator is one zmm register.
+// GCC 12 reports false "uninitialized __Y" warnings inside its own AVX-512 intrinsic headers.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#define KVLM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
+
+namespace kvlm::cpu {
+namespace {
+
+struct Vec {
+  __m512 v;
+
+  static KVLM_TARGET Vec zero() { return {_mm512_setzero_ps()}; }
+  static KVLM_TARGET Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  static KVLM_TARGET Vec widen_bf16(const uint16_t* p) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(h, 16))};
+  }
+  static KVLM_TARGET Vec widen_f16(const uint16_t* p) {
+    return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+  }
+  // 16 4-bit codes from 8 bytes: code 2j is the low nibble of byte j, code 2j+1 the high one.
+  static KVLM_TARGET Vec codes4(const uint8_t* p) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m512i w = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));
+    const __m512i shift = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
+    return {_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(w, shift), _mm512_set1_epi32(15)))};
+  }
+  static KVLM_TARGET Vec codes8(const uint8_t* p) {
+    return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+  }
+  static KVLM_TARGET Vec codes_i32(const int32_t* c) {
+    return {_mm512_cvtepi32_ps(_mm512_loadu_si512(c))};
+  }
+  static KVLM_TARGET Vec affine(Vec codes, float scale, float bias) {
+    return {_mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(scale), codes.v), _mm512_set1_ps(bias))};
+  }
+  static KVLM_TARGET Vec fma(Vec a, Vec b, Vec acc) { return {_mm512_fmadd_ps(a.v, b.v, acc.v)}; }
+  // Lanes fold in halves: k + k+8, k + k+4, k + k+2, k + k+1.
+  static KVLM_TARGET float fold(Vec a) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a.v), _mm512_extractf32x8_ps(a.v, 1));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+  }
+};
+
+// 8 tokens x 3 rows = 24 accumulators of the 32 registers; a decode row (one token) reads 8
+// weight rows at once so that several streams of weights are in flight.
+constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8;
+
+}  // namespace
+}  // namespace kvlm::cpu
+
+#include "kvlm/backend/cpu/kernels_simd.inl"
+
+namespace kvlm::cpu {
+
+void linear_rows_avx512(const LinearRows& job) { linear_rows_simd(job); }
+float dot_avx512(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
+
+}  // namespace kvlm::cpu

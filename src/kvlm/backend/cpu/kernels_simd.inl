@@ -1,0 +1,202 @@
+// The SIMD paths of dot.h and linear_rows.h, written once over a 16-lane vector type. Included by
+// kernels_avx2.cpp and kernels_avx512.cpp, which first define
+//   KVLM_TARGET   the target attribute every function here carries, and
+//   struct Vec    16 f32 lanes: zero, load, widen_bf16, widen_f16, codes4, codes8, codes_i32,
+//                 affine, fma, fold (see those files),
+//   kTileTokens, kTileRows, kDecodeRows   the register tile of the linear kernel.
+// Each output is one 16-lane accumulator: fma in lane order over blocks of 16, a zero-padded last
+// block, then Vec::fold, which is exactly dot_portable's order.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/cpu/dot.h"
+#include "kvlm/backend/cpu/linear_rows.h"
+#include "kvlm/base/half.h"
+#include "kvlm/quant/affine.h"
+
+#define KVLM_UNROLL _Pragma("GCC unroll 16")
+
+namespace kvlm::cpu {
+namespace {
+
+// Zero-padded copy of the last partial block of a row: the padding lanes then add fma(0, 0, acc).
+template <class Load>
+KVLM_TARGET inline Vec padded_tail(int64_t n, Load load_value) {
+  alignas(64) float buf[kDotLanes] = {};
+  for (int64_t k = 0; k < n; ++k) buf[k] = load_value(k);
+  return Vec::load(buf);
+}
+
+// Weight-row readers: load(r, i) yields weights i .. i+15 of row r (relative to the job's r0) as
+// cpu::weight_row produces them; tail(r, i, n) the zero-padded partial block.
+struct F32Rows {
+  const float* base;
+  int64_t stride;
+  KVLM_TARGET Vec load(int64_t r, int64_t i) const { return Vec::load(base + r * stride + i); }
+  KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
+    const float* p = base + r * stride + i;
+    return padded_tail(n, [p](int64_t k) { return p[k]; });
+  }
+};
+
+template <bool kBF16>
+struct HalfRows {
+  const uint16_t* base;
+  int64_t stride;
+  KVLM_TARGET Vec load(int64_t r, int64_t i) const {
+    const uint16_t* p = base + r * stride + i;
+    return kBF16 ? Vec::widen_bf16(p) : Vec::widen_f16(p);
+  }
+  KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
+    const uint16_t* p = base + r * stride + i;
+    return padded_tail(n, [p](int64_t k) { return kBF16 ? bf16_to_f32(p[k]) : f16_to_f32(p[k]); });
+  }
+};
+
+// MLX affine rows, dequantized in registers: scale * float(code) + bias, the multiply and the add
+// rounded separately as in affine_dequantize_row. kBits 4 and 8 unpack with vector shuffles; 0
+// means any other width, unpacked by scalar code. Groups (32/64/128) are whole 16-blocks.
+template <int kBits>
+struct AffineRows {
+  const uint32_t* packed;
+  int64_t words;                  // packed words per row
+  const float *scales, *biases;   // widened, [rows, groups]
+  int64_t groups, group_size;
+  int bits;
+
+  KVLM_TARGET Vec codes(int64_t r, int64_t i) const {
+    const uint32_t* row = packed + r * words;
+    if constexpr (kBits == 4) return Vec::codes4(reinterpret_cast<const uint8_t*>(row) + i / 2);
+    if constexpr (kBits == 8) return Vec::codes8(reinterpret_cast<const uint8_t*>(row) + i);
+    alignas(64) int32_t c[kDotLanes];
+    for (int64_t k = 0; k < kDotLanes; ++k) c[k] = int32_t(affine_code(row, i + k, bits));
+    return Vec::codes_i32(c);
+  }
+  KVLM_TARGET Vec load(int64_t r, int64_t i) const {
+    const int64_t g = r * groups + i / group_size;
+    return Vec::affine(codes(r, i), scales[g], biases[g]);
+  }
+  KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
+    const uint32_t* row = packed + r * words;
+    const int64_t g = r * groups + i / group_size;
+    return padded_tail(n, [&](int64_t k) {
+      return scales[g] * float(affine_code(row, i + k, bits)) + biases[g];
+    });
+  }
+};
+
+// y[t * ldy + j] for NT token rows of x and weight rows r .. r+NR-1.
+template <int NT, int NR, class Rows>
+KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, float* y,
+                      int64_t ldy) {
+  Vec acc[NT][NR];
+  KVLM_UNROLL for (int t = 0; t < NT; ++t)
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::zero();
+  int64_t i = 0;
+  for (; i + kDotLanes <= in; i += kDotLanes) {
+    Vec w[NR];
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = rows.load(r + j, i);
+    KVLM_UNROLL for (int t = 0; t < NT; ++t) {
+      const Vec xv = Vec::load(x + t * in + i);
+      KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::fma(xv, w[j], acc[t][j]);
+    }
+  }
+  if (i < in) {
+    const int64_t n = in - i;
+    for (int j = 0; j < NR; ++j) {
+      const Vec w = rows.tail(r + j, i, n);
+      for (int t = 0; t < NT; ++t) {
+        const float* xr = x + t * in + i;
+        acc[t][j] = Vec::fma(padded_tail(n, [xr](int64_t k) { return xr[k]; }), w, acc[t][j]);
+      }
+    }
+  }
+  KVLM_UNROLL for (int t = 0; t < NT; ++t)
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) y[t * ldy + j] = Vec::fold(acc[t][j]);
+}
+
+// All R weight rows for NT token rows: full tiles of NR rows, then single rows.
+template <int NT, int NR, class Rows>
+KVLM_TARGET void tile_rows(const float* x, int64_t in, const Rows& rows, int64_t R, float* y,
+                           int64_t ldy) {
+  int64_t r = 0;
+  for (; r + NR <= R; r += NR) tile<NT, NR>(x, in, rows, r, y + r, ldy);
+  for (; r < R; ++r) tile<NT, 1>(x, in, rows, r, y + r, ldy);
+}
+
+// Token rows t .. T-1 in tiles of NT, the remainder in halving tiles (NT/2, ..., 1).
+template <int NT, class Rows>
+KVLM_TARGET void tile_tokens(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t R,
+                             float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + NT <= T; t += NT) {
+    if constexpr (NT == 1) tile_rows<1, kDecodeRows>(x + t * in, in, rows, R, y + t * ldy, ldy);
+    else tile_rows<NT, kTileRows>(x + t * in, in, rows, R, y + t * ldy, ldy);
+  }
+  if constexpr (NT > 1)
+    if (t < T) tile_tokens<NT / 2>(x + t * in, T - t, in, rows, R, y + t * ldy, ldy);
+}
+
+// Token blocks sized so that a block of x stays in the L2 cache while the weight rows stream past.
+constexpr int64_t kTokenBlockBytes = 384 * 1024;
+
+template <class Rows>
+KVLM_TARGET void run(const LinearRows& job, const Rows& rows) {
+  const int64_t in = job.w->in_features;
+  const int64_t block =
+      std::max<int64_t>(kTileTokens, kTokenBlockBytes / (in * 4) / kTileTokens * kTileTokens);
+  for (int64_t t = 0; t < job.T; t += block)
+    tile_tokens<kTileTokens>(job.x + t * in, std::min(block, job.T - t), in, rows, job.R,
+                             job.y + t * job.ldy, job.ldy);
+}
+
+template <int kBits>
+KVLM_TARGET void run_affine(const LinearRows& job) {
+  const ops::Weight& w = *job.w;
+  const int64_t groups = w.in_features / w.quant->group_size;
+  // This job's scales and biases widened once (the model dtype is usually bf16).
+  thread_local std::vector<float> sb;
+  sb.resize(size_t(2 * job.R * groups));
+  widen(w.scales, job.r0 * groups, job.R * groups, sb.data());
+  widen(w.biases, job.r0 * groups, job.R * groups, sb.data() + job.R * groups);
+  const int64_t words = affine_packed_words(w.in_features, w.quant->bits);
+  const AffineRows<kBits> rows{w.weight.data<uint32_t>() + job.r0 * words, words, sb.data(),
+                               sb.data() + job.R * groups, groups, w.quant->group_size,
+                               w.quant->bits};
+  run(job, rows);
+}
+
+KVLM_TARGET void linear_rows_simd(const LinearRows& job) {
+  const ops::Weight& w = *job.w;
+  const int64_t in = w.in_features;
+  if (w.quant) {
+    if (w.quant->bits == 4) return run_affine<4>(job);
+    if (w.quant->bits == 8) return run_affine<8>(job);
+    return run_affine<0>(job);
+  }
+  const void* base = static_cast<const uint8_t*>(w.weight.raw()) +
+                     size_t(job.r0 * in) * dtype_size(w.weight.dtype());
+  switch (w.weight.dtype()) {
+    case DType::kBF16: return run(job, HalfRows<true>{static_cast<const uint16_t*>(base), in});
+    case DType::kF16: return run(job, HalfRows<false>{static_cast<const uint16_t*>(base), in});
+    default: return run(job, F32Rows{static_cast<const float*>(base), in});
+  }
+}
+
+KVLM_TARGET float dot_simd(const float* a, const float* b, int64_t n) {
+  Vec acc = Vec::zero();
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) acc = Vec::fma(Vec::load(a + i), Vec::load(b + i), acc);
+  if (i < n) {
+    const float *ta = a + i, *tb = b + i;
+    acc = Vec::fma(padded_tail(n - i, [ta](int64_t k) { return ta[k]; }),
+                   padded_tail(n - i, [tb](int64_t k) { return tb[k]; }), acc);
+  }
+  return Vec::fold(acc);
+}
+
+}  // namespace
+}  // namespace kvlm::cpu

@@ -1,0 +1,154 @@
+// Every ISA path of the dot product and of the linear kernel equals the portable reference bit for
+// bit, for every weight format and for sizes that are not multiples of the vector width or tile.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kvlm/backend/cpu/dot.h"
+#include "kvlm/backend/cpu/linear_rows.h"
+#include "kvlm/base/half.h"
+#include "kvlm/quant/affine.h"
+
+namespace kvlm::cpu {
+namespace {
+
+std::vector<Isa> simd_paths() {
+  std::vector<Isa> paths;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(isa)) paths.push_back(isa);
+  return paths;
+}
+
+std::vector<float> normal(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Dot, PortableFollowsTheSixteenLaneOrder) {
+  // A 1e8 in lane 0 absorbs the ones added after it (float spacing there is 8), so the result
+  // shows which elements share a lane and the order in which lanes fold.
+  std::vector<float> a(33, 1.0f), b(33, 1.0f);
+  a[0] = 1e8f;
+  float lanes[kDotLanes];
+  lanes[0] = 1e8f;  // elements 0, 16 and 32 (the zero-padded tail block)
+  for (int k = 1; k < kDotLanes; ++k) lanes[k] = 2.0f;  // elements k and 16 + k
+  const float folded = fold_lanes(lanes);
+  EXPECT_EQ(dot_portable(a.data(), b.data(), 33), folded);
+  // Folding: 1e8+2 and 1e8+4 round back to 1e8 (the second a tie to even), then + 8 and + 16 are
+  // exact: 1e8 + 24, where a sequential sum would give 1e8 + 32.
+  EXPECT_EQ(folded, 1e8f + 24.0f);
+  EXPECT_EQ(dot_portable(a.data(), b.data(), 0), 0.0f);
+}
+
+TEST(Dot, EveryIsaEqualsPortable) {
+  for (Isa isa : simd_paths())
+    for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 32, 33, 64, 100, 1000, 4099}) {
+      const auto a = normal(size_t(n), 1), b = normal(size_t(n), 2);
+      const float want = dot_portable(a.data(), b.data(), n);
+      const float got = dot_kernel(isa)(a.data(), b.data(), n);
+      EXPECT_EQ(std::memcmp(&want, &got, sizeof(float)), 0) << isa_name(isa) << " n=" << n;
+    }
+}
+
+TEST(Dot, CloseToTheExactSum) {
+  const auto a = normal(1000, 3), b = normal(1000, 4);
+  double exact = 0;
+  for (size_t i = 0; i < a.size(); ++i) exact += double(a[i]) * double(b[i]);
+  EXPECT_NEAR(dot_portable(a.data(), b.data(), 1000), exact, 1e-4);
+}
+
+// A weight [R, in] in every stored format, built from the same f32 values.
+struct TestWeight {
+  Tensor data, scales, biases;
+  ops::Weight w;
+};
+
+TestWeight dense(const std::vector<float>& v, int64_t R, int64_t in, DType dt) {
+  TestWeight t;
+  t.data = Tensor::empty({R, in}, dt);
+  for (int64_t i = 0; i < R * in; ++i) {
+    if (dt == DType::kF32) t.data.data<float>()[i] = v[size_t(i)];
+    if (dt == DType::kBF16) t.data.data<uint16_t>()[i] = f32_to_bf16(v[size_t(i)]);
+    if (dt == DType::kF16) t.data.data<uint16_t>()[i] = f32_to_f16(v[size_t(i)]);
+  }
+  t.w = ops::dense_weight(t.data);
+  return t;
+}
+
+TestWeight affine(const std::vector<float>& v, int64_t R, int64_t in, int bits, int group,
+                  DType param_dtype) {
+  Tensor f = Tensor::empty({R, in}, DType::kF32);
+  std::memcpy(f.data<float>(), v.data(), size_t(R * in) * sizeof(float));
+  const AffineWeight q = affine_quantize(f, AffineSpec{bits, group}, param_dtype);
+  TestWeight t{q.packed, q.scales, q.biases, {}};
+  t.w = ops::affine_weight(t.data, t.scales, t.biases, AffineSpec{bits, group});
+  return t;
+}
+
+std::vector<float> run(Isa isa, const std::vector<float>& x, int64_t T, const ops::Weight& w,
+                       int64_t r0, int64_t R) {
+  std::vector<float> y(size_t(T * R), -1.0f);
+  linear_rows_kernel(isa)({x.data(), T, &w, r0, R, y.data(), R});
+  return y;
+}
+
+void expect_paths_equal(const TestWeight& tw, int64_t T, const std::string& what) {
+  const int64_t R = tw.w.out_features, in = tw.w.in_features;
+  const auto x = normal(size_t(T * in), uint32_t(T * 31 + in));
+  const auto want = run(Isa::kPortable, x, T, tw.w, 0, R);
+  for (Isa isa : simd_paths())
+    EXPECT_TRUE(same_bits(want, run(isa, x, T, tw.w, 0, R)))
+        << isa_name(isa) << " " << what << " T=" << T << " R=" << R << " in=" << in;
+  // A sub-range of rows computes the same values as the full range.
+  if (R > 2)
+    for (Isa isa : simd_paths()) {
+      const auto part = run(isa, x, T, tw.w, 1, R - 2);
+      for (int64_t t = 0; t < T; ++t)
+        EXPECT_EQ(std::memcmp(part.data() + t * (R - 2), want.data() + t * R + 1,
+                              size_t(R - 2) * sizeof(float)), 0) << isa_name(isa) << " " << what;
+    }
+}
+
+TEST(LinearRows, DenseEveryIsaEqualsPortable) {
+  for (int64_t in : {1, 7, 16, 17, 33, 100, 384})
+    for (int64_t R : {1, 2, 3, 4, 5, 9, 17})
+      for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+        const TestWeight tw = dense(normal(size_t(R * in), uint32_t(R + in)), R, in, dt);
+        for (int64_t T : {1, 2, 3, 5, 8, 9, 17})
+          expect_paths_equal(tw, T, dtype_name(dt));
+      }
+}
+
+TEST(LinearRows, AffineEveryIsaEqualsPortable) {
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int group : {32, 64, 128})
+      for (int64_t in : {int64_t(group), int64_t(3 * group)})
+        for (int64_t R : {1, 5, 11})
+          for (DType params : {DType::kBF16, DType::kF32}) {
+            const TestWeight tw = affine(normal(size_t(R * in), uint32_t(bits * group + R)), R, in,
+                                         bits, group, params);
+            for (int64_t T : {1, 3, 8, 13})
+              expect_paths_equal(tw, T, "affine" + std::to_string(bits) + "g" + std::to_string(group) +
+                                            " " + dtype_name(params));
+          }
+}
+
+TEST(LinearRows, LongPromptsCrossTokenBlocks) {
+  // in = 4001 makes token blocks of a few tiles plus a ragged last block and a ragged tail.
+  const int64_t in = 4001, R = 7;
+  const TestWeight tw = dense(normal(size_t(R * in), 5), R, in, DType::kBF16);
+  expect_paths_equal(tw, 61, "bf16");
+}
+
+}  // namespace
+}  // namespace kvlm::cpu
