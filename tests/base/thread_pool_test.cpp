@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace kvlm {
@@ -19,6 +21,19 @@ TEST(ThreadPool, CoversEveryIndexOnceInGrainMultiples) {
       for (size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
     }
   }
+}
+
+// Jobs posted back to back (workers spinning) and after a pause long enough for the workers to
+// fall asleep must all run completely: no lost wake-up in either state.
+TEST(ThreadPool, BackToBackAndAfterSleepJobsAllComplete) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  for (int round = 0; round < 3; ++round) {
+    for (int job = 0; job < 2000; ++job)
+      pool.parallel_for(30, 1, [&](size_t b, size_t e) { total += int64_t(e - b); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(total.load(), int64_t(3) * 2000 * 30);
 }
 
 }  // namespace kvlm

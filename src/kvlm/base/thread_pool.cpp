@@ -32,11 +32,23 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
+
+namespace {
+
+constexpr int kSpinIterations = 20000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
 
 void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
@@ -48,40 +60,54 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
     fn(0, n);
     return;
   }
+  job_ = &fn;
+  job_n_ = n;
+  job_chunk_ = chunk;
+  pending_.store(int(workers_.size()), std::memory_order_relaxed);
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunk_ = chunk;
-    pending_ = int(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
+    wake = sleeping_workers_ > 0;
   }
-  start_cv_.notify_all();
+  if (wake) start_cv_.notify_all();
   fn(0, std::min(chunk, n));  // the caller takes chunk 0
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  wait_until_done();
   job_ = nullptr;
 }
 
+void ThreadPool::wait_until_done() {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (pending_.load(std::memory_order_acquire) == 0) return;
+    cpu_relax();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+}
+
+unsigned ThreadPool::wait_for_job(unsigned seen) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    const unsigned g = generation_.load(std::memory_order_acquire);
+    if (g != seen || stop_.load(std::memory_order_relaxed)) return g;
+    cpu_relax();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  ++sleeping_workers_;
+  start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+  --sleeping_workers_;
+  return generation_.load(std::memory_order_acquire);
+}
+
 void ThreadPool::worker_loop(int index) {
-  unsigned seen = 0;
+  unsigned seen = 0;  // generation_ starts at 0, so a job posted before this thread ran is seen
   for (;;) {
-    const std::function<void(size_t, size_t)>* job;
-    size_t n, chunk;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      chunk = job_chunk_;
-    }
-    const size_t begin = size_t(index) * chunk;
-    if (begin < n) (*job)(begin, std::min(begin + chunk, n));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+    seen = wait_for_job(seen);
+    if (stop_.load()) return;
+    const size_t begin = size_t(index) * job_chunk_;
+    if (begin < job_n_) (*job_)(begin, std::min(begin + job_chunk_, job_n_));
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep on done_cv_
+      done_cv_.notify_one();
     }
   }
 }

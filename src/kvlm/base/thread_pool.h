@@ -2,6 +2,12 @@
 // A persistent pool of worker threads. Work is split over independent output ranges only: a
 // reduction is never divided between threads, so results do not depend on the thread count
 // (batch invariance, DESIGN.md §1).
+//
+// A decode step calls parallel_for a few hundred times, each lasting tens of microseconds, so
+// waking sleeping threads through a condition variable every time would cost more than the work.
+// Workers and the caller therefore spin on atomics for a short while (kSpinIterations pauses,
+// about a hundred microseconds) before they sleep; an idle pool still sleeps.
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -33,14 +39,20 @@ class ThreadPool {
  private:
   void worker_loop(int index);
 
+  // Waits until generation_ differs from `seen` or the pool stops; returns the new generation.
+  unsigned wait_for_job(unsigned seen);
+  void wait_until_done();
+
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  std::mutex mu_;  // guards sleeping; generation_ and stop_ change only while holding it
   std::condition_variable start_cv_, done_cv_;
+  // The job, published to workers by the release increment of generation_.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0, job_chunk_ = 0;
-  unsigned generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<unsigned> generation_{0};
+  std::atomic<int> pending_{0};  // workers still running the current job
+  std::atomic<bool> stop_{false};
+  int sleeping_workers_ = 0;
 };
 
 // Number of physical cores (hyper-threads of one core count once).

@@ -74,6 +74,7 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--prefill-chunk", a->opts.prefill_chunk, "Prefill chunk size")->capture_default_str();
   sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
   sub.add_flag("--no-probes", a->no_probes, "Skip the bandwidth and peak probes");
+  sub.add_flag("--profile", a->opts.profile, "Print the time per op kind per step of each phase");
   sub.add_option("--json", a->json_path, "Also write the figures as JSON to this file");
   sub.footer(
       "Decode at concurrency 1 is reported against the bandwidth limit (read bandwidth / bytes "

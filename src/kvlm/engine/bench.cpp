@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 
+#include "kvlm/backend/profile.h"
 #include "kvlm/base/error.h"
 #include "kvlm/base/file.h"
 #include "kvlm/base/half.h"
@@ -88,6 +89,28 @@ void prefill(Model& model, KVSequence& seq, const std::vector<int32_t>& tokens, 
   }
 }
 
+// Starts a profiled phase (no-op unless profiling).
+void begin_profile(const BenchOptions& o) {
+  if (o.profile) ops::reset_profile();
+}
+
+// Prints and returns time per op kind per step for the phase since begin_profile.
+Json end_profile(const BenchOptions& o, int steps) {
+  if (!o.profile) return nullptr;
+  const auto ops_time = ops::profile_snapshot();
+  double total = 0;
+  for (const auto& t : ops_time) total += t.seconds;
+  Json rows = Json::array();
+  for (const auto& t : ops_time) {
+    const double ms = 1e3 * t.seconds / steps;
+    std::printf("    %-12s %7.1f calls %9.3f ms/step %5.1f%%\n", ops::op_kind_name(t.kind),
+                double(t.calls) / steps, ms, total > 0 ? 100 * t.seconds / total : 0);
+    rows.push_back({{"op", ops::op_kind_name(t.kind)}, {"calls_per_step", double(t.calls) / steps},
+                    {"ms_per_step", ms}});
+  }
+  return rows;
+}
+
 }  // namespace
 
 const SyntheticShape& synthetic_shape(const std::string& name) {
@@ -128,6 +151,7 @@ std::string write_synthetic_model(const SyntheticShape& s, const std::string& di
 
 Json run_bench(const BenchOptions& o) {
   Json out;
+  ops::set_profiling(o.profile);
   ThreadPool& pool = ThreadPool::global();
   out["threads"] = pool.size();
   double bandwidth = 0, fma = 0;
@@ -165,6 +189,7 @@ Json run_bench(const BenchOptions& o) {
   {  // Prefill of one prompt.
     KVSequence seq(model->kv_pool());
     const auto tokens = random_tokens(o.prompt_tokens, c.vocab_size, 1);
+    begin_profile(o);
     const auto t0 = Clock::now();
     prefill(*model, seq, tokens, o.prefill_chunk);
     const double s = seconds_since(t0);
@@ -174,6 +199,7 @@ Json run_bench(const BenchOptions& o) {
                       {"gflops", flops / s / 1e9}, {"fraction_of_fma_peak", fma ? flops / s / fma : 0}};
     std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.0f%% of FMA peak)\n",
                 o.prompt_tokens, P / s, flops / s / 1e9, fma ? 100 * flops / s / fma : 0);
+    if (o.profile) out["prefill"]["profile"] = end_profile(o, 1);
   }
 
   Json decode = Json::array();
@@ -185,6 +211,7 @@ Json run_bench(const BenchOptions& o) {
               o.prefill_chunk);
     }
     auto next = random_tokens(C, c.vocab_size, 7);
+    begin_profile(o);
     const auto t0 = Clock::now();
     for (int step = 0; step < o.decode_tokens; ++step) {
       Batch batch;
@@ -212,10 +239,12 @@ Json run_bench(const BenchOptions& o) {
       std::printf(", %.0f%% of FMA peak", 100 * flops / fma);
     }
     std::printf("\n");
+    if (o.profile) row["profile"] = end_profile(o, o.decode_tokens);
     std::fflush(stdout);
     decode.push_back(row);
   }
   out["decode"] = decode;
+  ops::set_profiling(false);
   return out;
 }
 

@@ -31,6 +31,7 @@ struct BenchOptions {
   std::vector<int> concurrency = {1, 8, 16};
   int prefill_chunk = 512;
   bool probes = true;
+  bool profile = false;         // time per op kind per step (ops::ProfileScope)
 };
 
 // Runs the measurements; returns them as JSON and prints a table to stdout as it goes.

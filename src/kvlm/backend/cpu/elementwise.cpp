@@ -19,6 +19,8 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
 
 // Rows per parallel task for cheap row ops.
 constexpr size_t kRowGrain = 8;
+// Elements per parallel task for elementwise ops with transcendental functions.
+constexpr size_t kElementGrain = 4096;
 
 }  // namespace
 
@@ -57,17 +59,19 @@ Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act
   const float* g = gate.data<float>();
   const float* u = up.data<float>();
   float* o = out.data<float>();
-  const int64_t n = gate.numel();
-  if (act == GateActivation::kSiLU) {
-    for (int64_t i = 0; i < n; ++i) o[i] = (g[i] / (1.0f + std::exp(-g[i]))) * u[i];
-  } else {
+  const float k = std::sqrt(2.0f / std::numbers::pi_v<float>);
+  // Elementwise, so any split gives the same bits; exp and tanh dominate the MLP outside matmuls.
+  thread_pool().parallel_for(size_t(gate.numel()), kElementGrain, [&](size_t b, size_t e) {
+    if (act == GateActivation::kSiLU) {
+      for (size_t i = b; i < e; ++i) o[i] = (g[i] / (1.0f + std::exp(-g[i]))) * u[i];
+      return;
+    }
     // tanh approximation of GELU ("gelu_pytorch_tanh").
-    const float k = std::sqrt(2.0f / std::numbers::pi_v<float>);
-    for (int64_t i = 0; i < n; ++i) {
+    for (size_t i = b; i < e; ++i) {
       const float x = g[i];
       o[i] = (0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)))) * u[i];
     }
-  }
+  });
   return out;
 }
 
