@@ -41,8 +41,15 @@ ThreadPool::~ThreadPool() {
 namespace {
 
 constexpr int kSpinIterations = 20000;
+// After this many pauses a waiter yields its core on every further iteration, so that on a busy
+// or oversubscribed machine the thread holding the work gets to run.
+constexpr int kPauseIterations = 2000;
 
-inline void cpu_relax() {
+inline void cpu_relax(int iteration) {
+  if (iteration >= kPauseIterations) {
+    std::this_thread::yield();
+    return;
+  }
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
@@ -79,7 +86,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
 void ThreadPool::wait_until_done() {
   for (int i = 0; i < kSpinIterations; ++i) {
     if (pending_.load(std::memory_order_acquire) == 0) return;
-    cpu_relax();
+    cpu_relax(i);
   }
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
@@ -89,7 +96,7 @@ unsigned ThreadPool::wait_for_job(unsigned seen) {
   for (int i = 0; i < kSpinIterations; ++i) {
     const unsigned g = generation_.load(std::memory_order_acquire);
     if (g != seen || stop_.load(std::memory_order_relaxed)) return g;
-    cpu_relax();
+    cpu_relax(i);
   }
   std::unique_lock<std::mutex> lock(mu_);
   ++sleeping_workers_;

@@ -5,8 +5,8 @@
 //
 // A decode step calls parallel_for a few hundred times, each lasting tens of microseconds, so
 // waking sleeping threads through a condition variable every time would cost more than the work.
-// Workers and the caller therefore spin on atomics for a short while (kSpinIterations pauses,
-// about a hundred microseconds) before they sleep; an idle pool still sleeps.
+// Workers and the caller therefore spin on atomics for a short while (pauses, then yields so that
+// a busy machine still runs the thread holding the work) before they sleep; an idle pool sleeps.
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
