@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvlm/base/json.h"
+#include "kvlm/kv/kv_quant.h"
 
 namespace kvlm {
 
@@ -31,6 +32,7 @@ struct BenchOptions {
   std::vector<int> concurrency = {1, 8, 16};
   int prefill_chunk = 512;
   bool probes = true;
+  KVQuantOptions kv_quant;  // --kv-quant etc.
 };
 
 // Runs the measurements; returns them as JSON and prints a table to stdout as it goes.
