@@ -69,7 +69,7 @@ int run(const Options& o) {
   std::printf("perplexity: %.4f (baseline %.4f, change %+.3f%%)\n", r.perplexity_test(),
               r.perplexity_baseline(), delta);
   std::printf("mean KL: %.6g\ntop-1 agreement: %.4f\n", r.mean_kl(), r.top1_agreement());
-  std::printf("| %s | %.2f | %lld | %.3f | %+.2f%% | %.3g | %.2f%% |\n", scheme_name(tp).c_str(),
+  std::printf("| %s | %.2f | %lld | %.3f | %+.2f%% | %.4g | %.2f%% |\n", scheme_name(tp).c_str(),
               bits_per_element(tp), (long long)tp.bytes_per_token(), r.perplexity_test(), delta,
               r.mean_kl(), 100.0 * r.top1_agreement());
   std::fprintf(stderr, "evaluation: %.2f s\n", r.seconds);
