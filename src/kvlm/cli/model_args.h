@@ -25,5 +25,7 @@ void add_model_run_options(CLI::App& sub, int& threads, ModelLoadOptions& load);
 // Sizes the global thread pool, then loads dir's checkpoint (with `load`) and tokenizer. Error if
 // dir is not a folder with a config.json.
 LoadedModel load_model(const std::string& dir, int threads, const ModelLoadOptions& load = {});
+// The same without the tokenizer (for models that have none, e.g. the test fixtures).
+std::unique_ptr<Model> load_checkpoint(const std::string& dir, int threads, const ModelLoadOptions& load);
 
 }  // namespace kvlm::cli

@@ -44,7 +44,8 @@ void portable_accumulate(float* acc, const float* w, int group, const float* v, 
   }
 }
 
-constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_accumulate};
+constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, score_group,
+                                          portable_accumulate};
 
 bool detect_avx2() {
   const char* isa = std::getenv("KVLM_CPU_ISA");
@@ -75,16 +76,16 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   float* s = scratch.data();  // [group][n] scores, then softmax numerators
   float* buf = s + size_t(group) * size_t(n);
   float* w = buf + d;
-  for (int64_t j = 0; j < n; ++j) {
-    const float* k = ops.key(codec, rows.key(begin + j), buf);
-    for (int g = 0; g < group; ++g) s[size_t(g) * size_t(n) + size_t(j)] = dot(q + size_t(g) * size_t(d), k, d) * scale;
-  }
+  for (int64_t j = 0; j < n; ++j)
+    ops.scores(q, group, d, ops.key(codec, rows.key(begin + j), buf), scale, s + j, size_t(n));
   for (int g = 0; g < group; ++g) {
     float* sg = s + size_t(g) * size_t(n);
     float m = -INFINITY;
     for (int64_t j = 0; j < n; ++j) m = std::max(m, sg[j]);
+    // The exponentials first, then their sum in position order: the calls do not wait on the sum.
+    for (int64_t j = 0; j < n; ++j) sg[j] = std::exp(sg[j] - m);
     float l = 0.0f;
-    for (int64_t j = 0; j < n; ++j) l += (sg[j] = std::exp(sg[j] - m));
+    for (int64_t j = 0; j < n; ++j) l += sg[j];
     out.m[g] = m;
     out.l[g] = l;
   }

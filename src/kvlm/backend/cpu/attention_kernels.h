@@ -12,9 +12,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/backend/ops.h"
 
 namespace kvlm::cpu {
+
+// s[g * stride] = dot(q + g*d, k, d) * scale for the `group` query heads that share key row k.
+// Both ISAs run this same source (the AVX2 one compiled for AVX2), so scores are always
+// cpu::dot's exact reduction.
+inline void score_group(const float* q, int group, int d, const float* k, float scale, float* s,
+                        size_t stride) {
+  for (int g = 0; g < group; ++g) s[size_t(g) * stride] = dot(q + size_t(g) * size_t(d), k, d) * scale;
+}
 
 struct AttentionRowOps {
   // The key row as f32: a pointer into the row itself (f32 passthrough) or into buf (head_dim
@@ -22,6 +31,9 @@ struct AttentionRowOps {
   const float* (*key)(const KVCodec& codec, const uint8_t* row, float* buf);
   // The value row in the codec's value domain, as KVCodec::decode_value_row_rotated; same rule.
   const float* (*value)(const KVCodec& codec, const uint8_t* row, float* buf);
+  // score_group.
+  void (*scores)(const float* q, int group, int d, const float* k, float scale, float* s,
+                 size_t stride);
   // acc[g*d + i] += w[g] * v[i] for g < group, i < d.
   void (*accumulate)(float* acc, const float* w, int group, const float* v, int d);
 };
