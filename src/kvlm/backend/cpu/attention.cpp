@@ -207,10 +207,11 @@ Tensor attention(const Tensor& q, const PagedKV& kv, int64_t n_past, const Atten
                          std::min(pos + 1, first + (c + 1) * kAttentionChunk),
                          chunks == 1 ? -1 : partials++});
   }
-  // Partial slots: group*D outputs, then group maxima and group sums.
+  // Partial slots of multi-chunk rows: group maxima, group sums, then group*D outputs. A
+  // single-chunk row writes its output in place; its maxima and sums go to single_stats, unused.
   const size_t slot_floats = size_t(group) * size_t(D + 2);
   std::vector<float> partial(size_t(partials) * slot_floats);
-  std::vector<float> single_ml(size_t(n * l.kv_heads) * 2 * size_t(group));
+  std::vector<float> single_stats(size_t(n * l.kv_heads) * 2 * size_t(group));
 
   thread_pool().parallel_for(tasks.size(), 1, [&](size_t b, size_t e) {
     std::vector<float> scratch;
@@ -220,7 +221,7 @@ Tensor attention(const Tensor& q, const PagedKV& kv, int64_t n_past, const Atten
       cpu::ChunkResult r;
       if (task.partial < 0) {
         r.o = op + row * D;
-        r.m = single_ml.data() + size_t(task.token * l.kv_heads + task.kv_head) * 2 * size_t(group);
+        r.m = single_stats.data() + size_t(task.token * l.kv_heads + task.kv_head) * 2 * size_t(group);
       } else {
         r.m = partial.data() + size_t(task.partial) * slot_floats;
         r.o = r.m + 2 * size_t(group);
