@@ -44,6 +44,12 @@ void portable_accumulate(float* acc, const float* w, int group, const float* v, 
   }
 }
 
+constexpr int64_t kPrefetchRows = 4;
+
+void prefetch_row(const uint8_t* row, size_t bytes) {
+  for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at);
+}
+
 constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, score_group,
                                           portable_accumulate};
 
@@ -76,8 +82,12 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   float* s = scratch.data();  // [group][n] scores, then softmax numerators
   float* buf = s + size_t(group) * size_t(n);
   float* w = buf + d;
-  for (int64_t j = 0; j < n; ++j)
+  // Rows are read once and the loop does little work per byte, so the next rows are prefetched
+  // (the hardware prefetcher alone left the 2-byte codecs waiting on memory at long context).
+  for (int64_t j = 0; j < n; ++j) {
+    if (j + kPrefetchRows < n) prefetch_row(rows.key(begin + j + kPrefetchRows), rows.key_bytes);
     ops.scores(q, group, d, ops.key(codec, rows.key(begin + j), buf), scale, s + j, size_t(n));
+  }
   for (int g = 0; g < group; ++g) {
     float* sg = s + size_t(g) * size_t(n);
     float m = -INFINITY;
@@ -91,6 +101,7 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   }
   std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
   for (int64_t j = 0; j < n; ++j) {
+    if (j + kPrefetchRows < n) prefetch_row(rows.value(begin + j + kPrefetchRows), rows.value_bytes);
     const float* v = ops.value(codec, rows.value(begin + j), buf);
     for (int g = 0; g < group; ++g) w[g] = s[size_t(g) * size_t(n) + size_t(j)] / out.l[g];
     ops.accumulate(out.o, w, group, v, d);
