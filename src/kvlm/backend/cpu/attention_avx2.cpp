@@ -80,19 +80,45 @@ KVLM_AVX2 const float* turbo_key_row(const KVCodec& c, const uint8_t* row, float
   return buf;
 }
 
+// centroid[code] for eight codes. Up to 16 centroids stay in registers and are selected with
+// permutes (a gather costs tens of cycles on some cores); wider tables are gathered.
+template <int kBits>
+struct CentroidLookup {
+  const float* table;
+  __m256 lo, hi;  // centroids 0..7 and 8..15 (bits <= 4)
+
+  KVLM_AVX2 explicit CentroidLookup(const float* centroids) : table(centroids) {
+    if constexpr (kBits <= 4) {
+      alignas(32) float t[16] = {};
+      for (int i = 0; i < (1 << kBits); ++i) t[i] = centroids[i];
+      lo = _mm256_load_ps(t);
+      hi = _mm256_load_ps(t + 8);
+    }
+  }
+  KVLM_AVX2 __m256 operator()(__m256i code) const {
+    if constexpr (kBits <= 3) return _mm256_permutevar8x32_ps(lo, code);
+    if constexpr (kBits == 4) {
+      // permutevar8x32 uses the low 3 bits of each index; bit 3 picks the upper eight.
+      const __m256 upper = _mm256_castsi256_ps(_mm256_slli_epi32(code, 28));
+      return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, code),
+                              _mm256_permutevar8x32_ps(hi, code), upper);
+    }
+    return _mm256_i32gather_ps(table, code, 4);
+  }
+};
+
 template <int kBits>
 KVLM_AVX2 const float* turbo_value_row(const KVCodec& c, const uint8_t* row, float* buf) {
   const int d = c.head_dim(), groups = d / kTurboGroupSize;
   uint8_t codes[kMaxKVHeadDim];
   unpack_codes(row, d, kBits, codes);
   const uint8_t* scales = row + size_t(d) * kBits / 8;
-  const float* centroids = c.value_table()->centroids.data();
+  const CentroidLookup<kBits> centroid(c.value_table()->centroids.data());
   for (int g = 0; g < groups; ++g) {
     const __m256 scale = _mm256_set1_ps(load_f16(scales + 2 * g));
     for (int i = g * kTurboGroupSize; i < (g + 1) * kTurboGroupSize; i += 8) {
       const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i));
-      const __m256 v = _mm256_i32gather_ps(centroids, _mm256_cvtepu8_epi32(b), 4);
-      _mm256_storeu_ps(buf + i, _mm256_mul_ps(v, scale));
+      _mm256_storeu_ps(buf + i, _mm256_mul_ps(centroid(_mm256_cvtepu8_epi32(b)), scale));
     }
   }
   return buf;
