@@ -5,6 +5,8 @@
 // affine groups, so these tests write a tiny random model with head_dim 64.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <random>
 

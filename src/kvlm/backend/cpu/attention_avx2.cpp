@@ -5,8 +5,8 @@
 //   TurboQuant keys          (code + zero) * scale           (turbo_decode_key_row)
 //   TurboQuant values        centroid[code] * scale          (turbo_decode_value_row_rotated)
 //   MLX affine               scale * code + bias             (affine_dequantize_row)
-// so attention gives the same bits with either ISA. Codes are unpacked by the shared scalar
-// unpack_codes (the little-endian bit stream both codecs use); the arithmetic is vectorised.
+// so attention gives the same bits with either ISA. Codes are read from the little-endian bit
+// stream both codecs use eight at a time (codes8).
 #include <immintrin.h>
 
 #include <cstring>
@@ -53,29 +53,36 @@ KVLM_AVX2 const float* half_row(const KVCodec& c, const uint8_t* row, float* buf
   return buf;
 }
 
-// Eight codes as f32: signed bytes (TurboQuant 8-bit keys) or unsigned.
-template <bool kSigned>
-KVLM_AVX2 inline __m256 codes8(const uint8_t* codes) {
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes));
-  return _mm256_cvtepi32_ps(kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b));
+// Codes i .. i+7 (i a multiple of 8) of a row's little-endian code stream, as eight 32-bit
+// lanes: 8-bit codes are bytes (signed for TurboQuant keys); narrower ones occupy kBits bytes per
+// eight codes, which are read exactly (never past the codes) and split by variable shifts.
+template <int kBits, bool kSigned = false>
+KVLM_AVX2 inline __m256i codes8(const uint8_t* stream, int i) {
+  if constexpr (kBits == 8) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(stream + i));
+    return kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+  } else {
+    uint64_t v = 0;
+    std::memcpy(&v, stream + i / 8 * kBits, kBits);
+    const int lo = int(uint32_t(v)), hi = int(uint32_t(v >> (4 * kBits)));
+    const __m256i words = _mm256_set_epi32(hi, hi, hi, hi, lo, lo, lo, lo);
+    const __m256i shifts = _mm256_set_epi32(3 * kBits, 2 * kBits, kBits, 0, 3 * kBits, 2 * kBits, kBits, 0);
+    return _mm256_and_si256(_mm256_srlv_epi32(words, shifts), _mm256_set1_epi32((1 << kBits) - 1));
+  }
 }
 
 template <int kBits>
 KVLM_AVX2 const float* turbo_key_row(const KVCodec& c, const uint8_t* row, float* buf) {
   const int d = c.head_dim(), groups = d / kTurboGroupSize;
-  uint8_t codes[kMaxKVHeadDim];
-  const uint8_t* cp = row;  // 8-bit codes are the stored bytes
-  if constexpr (kBits != 8) {
-    unpack_codes(row, d, kBits, codes);
-    cp = codes;
-  }
   const uint8_t* scales = row + size_t(d) * kBits / 8;
   const uint8_t* zeros = scales + size_t(groups) * 2;
   for (int g = 0; g < groups; ++g) {
     const __m256 scale = _mm256_set1_ps(load_f16(scales + 2 * g));
     const __m256 zero = _mm256_set1_ps(load_f16(zeros + 2 * g));
-    for (int i = g * kTurboGroupSize; i < (g + 1) * kTurboGroupSize; i += 8)
-      _mm256_storeu_ps(buf + i, _mm256_mul_ps(_mm256_add_ps(codes8<kBits == 8>(cp + i), zero), scale));
+    for (int i = g * kTurboGroupSize; i < (g + 1) * kTurboGroupSize; i += 8) {
+      const __m256 code = _mm256_cvtepi32_ps(codes8<kBits, kBits == 8>(row, i));
+      _mm256_storeu_ps(buf + i, _mm256_mul_ps(_mm256_add_ps(code, zero), scale));
+    }
   }
   return buf;
 }
@@ -110,16 +117,12 @@ struct CentroidLookup {
 template <int kBits>
 KVLM_AVX2 const float* turbo_value_row(const KVCodec& c, const uint8_t* row, float* buf) {
   const int d = c.head_dim(), groups = d / kTurboGroupSize;
-  uint8_t codes[kMaxKVHeadDim];
-  unpack_codes(row, d, kBits, codes);
   const uint8_t* scales = row + size_t(d) * kBits / 8;
   const CentroidLookup<kBits> centroid(c.value_table()->centroids.data());
   for (int g = 0; g < groups; ++g) {
     const __m256 scale = _mm256_set1_ps(load_f16(scales + 2 * g));
-    for (int i = g * kTurboGroupSize; i < (g + 1) * kTurboGroupSize; i += 8) {
-      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i));
-      _mm256_storeu_ps(buf + i, _mm256_mul_ps(centroid(_mm256_cvtepu8_epi32(b)), scale));
-    }
+    for (int i = g * kTurboGroupSize; i < (g + 1) * kTurboGroupSize; i += 8)
+      _mm256_storeu_ps(buf + i, _mm256_mul_ps(centroid(codes8<kBits>(row, i)), scale));
   }
   return buf;
 }
@@ -128,16 +131,16 @@ template <int kBits>
 KVLM_AVX2 const float* affine_row(const KVCodec& c, const uint8_t* row, float* buf) {
   const KVCodecSpec& s = c.spec();
   const int d = c.head_dim(), groups = d / s.group_size;
-  uint8_t codes[kMaxKVHeadDim];
-  unpack_codes(row, d, kBits, codes);
   const size_t psize = dtype_size(s.param_dtype);
   const uint8_t* scales = row + size_t(d) * kBits / 8;
   const uint8_t* biases = scales + size_t(groups) * psize;
   for (int g = 0; g < groups; ++g) {
     const __m256 scale = _mm256_set1_ps(load_param(scales + size_t(g) * psize, s.param_dtype));
     const __m256 bias = _mm256_set1_ps(load_param(biases + size_t(g) * psize, s.param_dtype));
-    for (int i = g * s.group_size; i < (g + 1) * s.group_size; i += 8)
-      _mm256_storeu_ps(buf + i, _mm256_add_ps(_mm256_mul_ps(scale, codes8<false>(codes + i)), bias));
+    for (int i = g * s.group_size; i < (g + 1) * s.group_size; i += 8) {
+      const __m256 code = _mm256_cvtepi32_ps(codes8<kBits>(row, i));
+      _mm256_storeu_ps(buf + i, _mm256_add_ps(_mm256_mul_ps(scale, code), bias));
+    }
   }
   return buf;
 }
