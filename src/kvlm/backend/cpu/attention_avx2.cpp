@@ -62,8 +62,11 @@ KVLM_AVX2 inline __m256i codes8(const uint8_t* stream, int i) {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(stream + i));
     return kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
   } else {
+    // Assembled from single bytes: a kBits-byte memcpy into a wider variable stalled on store
+    // forwarding for the odd widths (3, 5), costing several times the whole row.
+    const uint8_t* at = stream + i / 8 * kBits;
     uint64_t v = 0;
-    std::memcpy(&v, stream + i / 8 * kBits, kBits);
+    for (int b = 0; b < kBits; ++b) v |= uint64_t(at[b]) << (8 * b);
     const int lo = int(uint32_t(v)), hi = int(uint32_t(v >> (4 * kBits)));
     const __m256i words = _mm256_set_epi32(hi, hi, hi, hi, lo, lo, lo, lo);
     const __m256i shifts = _mm256_set_epi32(3 * kBits, 2 * kBits, kBits, 0, 3 * kBits, 2 * kBits, kBits, 0);
