@@ -128,7 +128,7 @@ TEST(EngineChunkedPrefill, FullDistributionsAreIdenticalForEveryChunking) {
 TEST(EngineInvarianceClients, ConcurrentStreamsOverACompressedKvCacheEqualSolo) {
   ModelLoadOptions o;
   o.kv_budget_bytes = kPoolBytes;
-  o.kv_dtype = DType::kBF16;
+  o.kv_quant.quant = "bf16";
   std::shared_ptr<Model> model(
       Model::load(std::string(KVLM_TEST_DATA) + "/models/llama_untied_bias", o).release());
   const auto pool = test::request_pool();

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 
 #include "kvlm/base/error.h"
@@ -11,13 +12,14 @@
 namespace kvlm {
 namespace {
 
-KVPoolConfig small_config(int64_t blocks, DType dt = DType::kF32) {
+KVPoolConfig small_config(int64_t blocks, std::vector<KVCodecSpec> codecs = {kv_passthrough_spec(DType::kF32)},
+                          int head_dim = 4) {
   KVPoolConfig c;
   c.n_layers = 2;
   c.n_kv_heads = 2;
-  c.head_dim = 4;
+  c.head_dim = head_dim;
   c.block_size = 4;
-  c.dtype = dt;
+  c.codecs = std::move(codecs);
   c.budget_bytes = blocks * KVPool::bytes_per_block(c);
   return c;
 }
@@ -39,17 +41,43 @@ TEST(KVPool, CapacityComesFromTheBudget) {
   KVPool pool(c);
   EXPECT_EQ(pool.num_blocks(), 3);
   EXPECT_EQ(pool.num_free_blocks(), 3);
-  EXPECT_EQ(pool.keys(1).shape(), (Shape{3, 4, 2, 4}));
-  KVPool half(small_config(6, DType::kBF16));
+  EXPECT_EQ(pool.keys(1).shape(), (Shape{3, 4, 2, 16}));  // rows of 4 f32 values
+  EXPECT_EQ(pool.keys(1).dtype(), DType::kU8);
+  EXPECT_EQ(pool.bytes_per_token(), 2 * 2 * 2 * 4 * 4);
+  KVPool half(small_config(6, {kv_passthrough_spec(DType::kBF16)}));
   EXPECT_EQ(half.num_blocks(), 6);
-  EXPECT_EQ(half.values(0).dtype(), DType::kBF16);
+  EXPECT_EQ(half.values(0).shape(), (Shape{6, 4, 2, 8}));
+}
+
+TEST(KVPool, EachLayerHasItsCodecAndTheBudgetCountsCodecBytes) {
+  // Layer 0 TurboQuant k8v3, layer 1 MLX affine 4-bit group 64 (bf16 scales), head_dim 64:
+  // k8v3 = (64 + 2*2*2) + (24 + 2*2) = 100 bytes per token and head, affine4g64 = 2 * (32 + 4).
+  const KVPoolConfig c =
+      small_config(5, {kv_turbo_spec(8, 3), kv_affine_spec(4, 64, DType::kBF16)}, 64);
+  EXPECT_EQ(KVPool::bytes_per_block(c), 4 * 2 * (100 + 72));
+  KVPool pool(c);
+  EXPECT_EQ(pool.num_blocks(), 5);
+  EXPECT_EQ(pool.bytes_per_token(), 2 * (100 + 72));
+  EXPECT_EQ(pool.codec(0).name(), "turbo:k8v3");
+  EXPECT_EQ(pool.codec(1).name(), "affine4g64");
+  EXPECT_EQ(pool.keys(0).shape(), (Shape{5, 4, 2, 72}));
+  EXPECT_EQ(pool.values(0).shape(), (Shape{5, 4, 2, 28}));
+  EXPECT_EQ(pool.keys(1).shape(), (Shape{5, 4, 2, 36}));
+  KVSequence seq(pool);
+  EXPECT_EQ(seq.layer_view(1).codec, &pool.codec(1));
 }
 
 TEST(KVPool, BadConfigsAreErrors) {
   EXPECT_EQ(error_of([] { KVPool p(small_config(0)); }),
             "KV pool: a budget of 0 bytes holds no block of 512 bytes");
-  EXPECT_EQ(error_of([] { KVPool p(small_config(1, DType::kI32)); }),
-            "KV pool: unsupported KV dtype i32 (supported: f32, f16, bf16)");
+  EXPECT_EQ(error_of([] { KVPool p(small_config(1, {kv_turbo_spec(8, 3)}, 96)); }),
+            "KV codec turbo:k8v3: TurboQuant does not support head_dim=96 (supported: 64, 128, "
+            "256, 512)");
+  EXPECT_EQ(error_of([] { KVPool p(small_config(1, {kv_affine_spec(4, 64, DType::kBF16)}, 96)); }),
+            "KV codec affine4g64: head_dim=96 is not a multiple of group_size 64");
+  const std::vector<KVCodecSpec> three(3, kv_passthrough_spec(DType::kF32));
+  EXPECT_EQ(error_of([&] { KVPool p(small_config(1, three)); }),
+            "KV pool: 3 codecs for 2 layers (give one, or one per layer)");
 }
 
 TEST(KVPool, AllocateReleaseAndRefCounts) {
@@ -115,6 +143,8 @@ TEST(KVSequence, WritingIntoASharedBlockCopiesItFirst) {
   const Tensor k = Tensor::from_f32(std::vector<float>(2 * 2 * 4, 1.5f), {2, 2, 4});
   ops::kv_write(k, k, view, 0);
   owner.commit_append(2);
+  const std::vector<uint8_t> written(pool.keys(0).data<uint8_t>() + owner.blocks()[0] * 4 * 2 * 16,
+                                     pool.keys(0).data<uint8_t>() + owner.blocks()[0] * 4 * 2 * 16 + 2 * 2 * 16);
 
   KVSequence sharer(pool);
   sharer.append_shared_block(owner.blocks()[0], 2);
@@ -124,9 +154,35 @@ TEST(KVSequence, WritingIntoASharedBlockCopiesItFirst) {
   EXPECT_NE(sharer.blocks()[0], owner.blocks()[0]);
   EXPECT_EQ(pool.ref_count(owner.blocks()[0]), 1);
   EXPECT_EQ(pool.ref_count(sharer.blocks()[0]), 1);
-  const std::vector<float> copied =
-      pool.keys(0).select(sharer.blocks()[0]).slice(0, 0, 2).to_f32_vector();
-  EXPECT_EQ(copied, std::vector<float>(16, 1.5f));
+  const uint8_t* copy = pool.keys(0).data<uint8_t>() + sharer.blocks()[0] * 4 * 2 * 16;
+  EXPECT_EQ(std::vector<uint8_t>(copy, copy + written.size()), written);
+  float first;
+  std::memcpy(&first, copy, 4);
+  EXPECT_EQ(first, 1.5f);
+}
+
+TEST(KVSequence, CopyOnWriteCopiesEveryLayersCodecBytes) {
+  KVPool pool(small_config(4, {kv_turbo_spec(4, 2), kv_affine_spec(8, 32, DType::kBF16)}, 64));
+  KVSequence owner(pool);
+  owner.reserve_append(3);
+  std::vector<float> x(3 * 2 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 17) * 0.25f - 2.0f;
+  const Tensor t = Tensor::from_f32(x, {3, 2, 64});
+  for (int l = 0; l < 2; ++l) ops::kv_write(t, t, owner.layer_view(l), 0);
+  owner.commit_append(3);
+  KVSequence sharer(pool);
+  sharer.append_shared_block(owner.blocks()[0], 3);
+  sharer.reserve_append(1);
+  ASSERT_NE(sharer.blocks()[0], owner.blocks()[0]);
+  for (int l = 0; l < 2; ++l)
+    for (const Tensor* s : {&pool.keys(l), &pool.values(l)}) {
+      const size_t block = s->nbytes() / size_t(pool.num_blocks());
+      const uint8_t* base = s->data<uint8_t>();
+      EXPECT_EQ(std::memcmp(base + size_t(owner.blocks()[0]) * block,
+                            base + size_t(sharer.blocks()[0]) * block, block),
+                0)
+          << l;
+    }
 }
 
 TEST(KVSequence, SharedBlocksOnlyFollowFullBlocks) {

@@ -167,7 +167,7 @@ TEST(KVCodec, Bf16AndF16CachesStayChunkInvariantAndClose) {
   const Golden g = load_golden("qwen3_untied");
   for (DType dt : {DType::kBF16, DType::kF16}) {
     ModelLoadOptions opts;
-    opts.kv_dtype = dt;
+    opts.kv_quant.quant = dtype_name(dt);
     auto model = Model::load(fixture_dir("qwen3_untied"), opts);
     const std::vector<int32_t> tokens = stream_of(g);
     const std::vector<float> one_shot = run_chunked(*model, tokens, 0);
@@ -187,7 +187,7 @@ TEST(KVPoolBudget, OutOfBlocksIsAnErrorAndLeavesTheSequenceUnchanged) {
   ModelLoadOptions opts;
   opts.kv_block_size = 4;
   // Two blocks of 4 tokens: the 12-token prompt does not fit.
-  KVPoolConfig pc{2, 2, 16, 4, DType::kF32, 0};
+  KVPoolConfig pc{2, 2, 16, 4, {kv_passthrough_spec(DType::kF32)}, 0};
   opts.kv_budget_bytes = 2 * KVPool::bytes_per_block(pc);
   auto model = Model::load(fixture_dir("llama_tied"), opts);
   ASSERT_EQ(model->kv_pool().num_blocks(), 2);

@@ -73,9 +73,11 @@ TEST(KVCodecTraits, TableCoversEveryKind) {
 }
 
 TEST(KVCodecParse, MlxBunSpellings) {
-  EXPECT_EQ(parse_kv_quant("off", 0, DType::kBF16), kv_passthrough_spec(DType::kBF16));
-  EXPECT_EQ(parse_kv_quant("off", 0, DType::kF16).kind, KVCodecKind::kF16);
-  EXPECT_EQ(parse_kv_quant("off", 0, DType::kF32).kind, KVCodecKind::kF32);
+  // off is the exact f32 cache whatever the model dtype; the passthrough dtypes are spelt out.
+  EXPECT_EQ(parse_kv_quant("off", 0, DType::kBF16), kv_passthrough_spec(DType::kF32));
+  EXPECT_EQ(parse_kv_quant("f32", 0, DType::kBF16), kv_passthrough_spec(DType::kF32));
+  EXPECT_EQ(parse_kv_quant("f16", 0, DType::kBF16), kv_passthrough_spec(DType::kF16));
+  EXPECT_EQ(parse_kv_quant("bf16", 0, DType::kF32), kv_passthrough_spec(DType::kBF16));
   EXPECT_EQ(parse_kv_quant("4", 0, DType::kBF16), kv_affine_spec(4, 64, DType::kBF16));
   EXPECT_EQ(parse_kv_quant("8", 32, DType::kF16), kv_affine_spec(8, 32, DType::kF16));
   EXPECT_EQ(parse_kv_quant("3", 128, DType::kBF16), kv_affine_spec(3, 128, DType::kBF16));
@@ -98,8 +100,8 @@ TEST(KVCodecParse, MlxBunSpellings) {
 
 TEST(KVCodecParse, ErrorsNameTheValue) {
   const std::string spellings =
-      " (expected off, 2, 3, 4, 5, 6, 8, turbo or turbo:k<bits>v<bits>, optionally followed by "
-      ":gaussian for turbo)";
+      " (expected off, f32, f16, bf16, 2, 3, 4, 5, 6, 8, turbo or turbo:k<bits>v<bits>, "
+      "optionally followed by :gaussian for turbo)";
   for (const char* bad : {"", "on", "config", "4bit", "turbo:", "turbo:k8", "turbo:kv",
                           "turbo:x8v3", "turbo:k8v3:exact", "turbok8v3", "-4"})
     EXPECT_EQ(error_of([&] { parse_kv_quant(bad, 0, DType::kBF16); }),
@@ -119,8 +121,6 @@ TEST(KVCodecParse, ErrorsNameTheValue) {
             "4, 5 or 8");
   EXPECT_EQ(error_of([] { parse_kv_quant("turbo", 64, DType::kBF16); }),
             "--kv-group-size 64: TurboQuant groups are fixed at 32 elements");
-  EXPECT_EQ(error_of([] { parse_kv_quant("off", 0, DType::kI32); }),
-            "KV cache dtype must be f32, f16 or bf16, not i32");
   EXPECT_EQ(error_of([] { parse_kv_quant("8", 0, DType::kU8); }),
             "KV cache dtype must be f32, f16 or bf16, not u8");
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kvlm/quant/affine.h"
+#include "kvlm/quant/kv_codec.h"
 #include "kvlm/tensor/tensor.h"
 
 namespace kvlm {
@@ -116,16 +117,23 @@ void rope_inplace(Tensor& x, std::span<const int32_t> positions, const RopeParam
 
 // ---- Paged KV and attention --------------------------------------------------------------------
 
-// One layer's K or V storage in the paged pool: [num_blocks, block_size, kv_heads, head_dim] in
-// the codec dtype (f32, f16 or bf16), plus a sequence's block table (block ids in token order).
+// One layer's K and V storage in the paged pool, read and written through the layer's codec:
+// u8 [num_blocks, block_size, kv_heads, codec->key_row_bytes()] for keys and the same with
+// value_row_bytes() for values, plus a sequence's block table (block ids in token order).
 struct PagedKV {
   Tensor keys, values;
+  const KVCodec* codec = nullptr;
   std::span<const int32_t> block_table;
 };
 
-// Encodes k, v [n, kv_heads, head_dim] (f32) into the sequence's blocks at token positions
-// start .. start+n-1.
+// Encodes k, v [n, kv_heads, head_dim] (f32) through the codec into the sequence's blocks at
+// token positions start .. start+n-1.
 void kv_write(const Tensor& k, const Tensor& v, const PagedKV& kv, int64_t start);
+
+// Attention splits one query row's keys into chunks of this many positions (counted from its
+// first visible key), computes them as separate tasks and merges them in chunk order, so the
+// reduction order depends only on the query's position, never on threads or batch.
+inline constexpr int64_t kAttentionChunk = 256;
 
 struct AttentionParams {
   float scale = 1.0f;     // multiplies q·k
@@ -136,7 +144,9 @@ struct AttentionParams {
 // n_past .. n_past+n-1) over its KV positions 0 .. n_past+n-1 read through the codec.
 // GQA: query head h reads kv head h / (heads / kv_heads). Returns f32 [n, heads*head_dim].
 // Each query's result depends only on its own position and the stored KV, so prefill in one shot,
-// in chunks, or token by token gives the same bits.
+// in chunks, or token by token gives the same bits. Keys are decoded row by row inside the kernel
+// (no dequantized copy of the cache); values are accumulated in the codec's value domain and
+// mapped back once per output row (TurboQuant: one inverse rotation).
 Tensor attention(const Tensor& q, const PagedKV& kv, int64_t n_past, const AttentionParams& p);
 
 }  // namespace kvlm::ops

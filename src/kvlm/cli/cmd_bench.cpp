@@ -8,6 +8,7 @@
 #include "kvlm/base/thread_pool.h"
 #include "kvlm/cli/command.h"
 #include "kvlm/engine/bench.h"
+#include "kvlm/engine/engine_flags.h"
 
 namespace kvlm::cli {
 namespace {
@@ -73,6 +74,7 @@ Runner setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--prefill-chunk", a->opts.prefill_chunk, "Prefill chunk size")->capture_default_str();
   sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
+  add_kv_quant_options(sub, a->opts.kv_quant);
   sub.add_flag("--no-probes", a->no_probes, "Skip the bandwidth and peak probes");
   sub.add_flag("--profile", a->opts.profile, "Print the time per op kind per step of each phase");
   sub.add_option("--json", a->json_path, "Also write the figures as JSON to this file");

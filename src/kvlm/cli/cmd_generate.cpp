@@ -39,6 +39,7 @@ struct Options {
   std::vector<std::string> stop;
   std::string system;
   int threads = 0, prefill_chunk = 512;
+  ModelLoadOptions load;
   bool chat = false, raw = false, verbose = false;
   // Which sampling options the user gave (the rest fall back to generation_config.json).
   CLI::Option *temp_opt, *top_p_opt, *top_k_opt, *min_p_opt, *rep_opt, *seed_opt;
@@ -104,7 +105,7 @@ int run(const Options& o) {
   const bool default_model = o.positional.size() == 1;
   const std::string dir = default_model ? default_model_dir() : o.positional[0];
   const std::string& prompt = o.positional.back();
-  LoadedModel loaded = load_model(dir, o.threads);
+  LoadedModel loaded = load_model(dir, o.threads, o.load);
   GenerateOptions gen;
   gen.sampler = sampler_params(o, dir);
   gen.max_tokens = o.max_tokens;
@@ -161,7 +162,7 @@ Runner setup(CLI::App& sub) {
   auto* chat = sub.add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template");
   sub.add_flag("--raw", o->raw, "Continue the prompt as raw text (the default)")->excludes(chat);
   sub.add_option("--system", o->system, "System message (with --chat)");
-  add_threads_option(sub, o->threads);
+  add_model_run_options(sub, o->threads, o->load);
   sub.add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per forward pass during prefill")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

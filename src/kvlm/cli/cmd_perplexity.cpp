@@ -25,12 +25,13 @@ struct Options {
   std::string file;
   int context = 512, stride = 256, prefill_chunk = 512, threads = 0;
   int64_t max_tokens = 0;
+  ModelLoadOptions load;
 };
 
 int run(const Options& o) {
   const std::string dir = o.model_dir.empty() ? default_model_dir() : o.model_dir;
   const std::string text = read_file(o.file);
-  LoadedModel loaded = load_model(dir, o.threads);
+  LoadedModel loaded = load_model(dir, o.threads, o.load);
   std::vector<int32_t> tokens = loaded.tokenizer.encode(text, true);
   if (o.max_tokens > 0 && int64_t(tokens.size()) > o.max_tokens) tokens.resize(size_t(o.max_tokens));
   PerplexityOptions opts;
@@ -61,7 +62,7 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--prefill-chunk", o->prefill_chunk, "Tokens per forward pass within a window")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  add_threads_option(sub, o->threads);
+  add_model_run_options(sub, o->threads, o->load);
   return [o] { return run(*o); };
 }
 

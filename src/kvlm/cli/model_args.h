@@ -1,6 +1,6 @@
 #pragma once
-// What the verbs that run a model share: the --threads option and loading a model folder with
-// its tokenizer, reporting a missing or incomplete folder by name.
+// What the verbs that run a model share: the --threads option, the KV codec flags, and loading a
+// model folder with its tokenizer, reporting a missing or incomplete folder by name.
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
@@ -19,8 +19,13 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
-// Sizes the global thread pool, then loads dir's checkpoint and tokenizer. Error if dir is not a
-// folder with a config.json.
-LoadedModel load_model(const std::string& dir, int threads);
+// Adds --threads and the KV codec flags (add_kv_quant_options) to `sub`.
+void add_model_run_options(CLI::App& sub, int& threads, ModelLoadOptions& load);
+
+// Sizes the global thread pool, then loads dir's checkpoint (with `load`) and tokenizer. Error if
+// dir is not a folder with a config.json.
+LoadedModel load_model(const std::string& dir, int threads, const ModelLoadOptions& load = {});
+// The same without the tokenizer (for models that have none, e.g. the test fixtures).
+std::unique_ptr<Model> load_checkpoint(const std::string& dir, int threads, const ModelLoadOptions& load);
 
 }  // namespace kvlm::cli

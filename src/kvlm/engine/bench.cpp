@@ -169,6 +169,7 @@ Json run_bench(const BenchOptions& o) {
   const auto t_load = Clock::now();
   const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
   ModelLoadOptions lo;
+  lo.kv_quant = o.kv_quant;
   const Checkpoint ckpt = Checkpoint::open(o.model_dir);
   {
     const ModelConfig c = parse_model_config(ckpt.config(), ckpt.generation_config(),
@@ -222,8 +223,7 @@ Json run_bench(const BenchOptions& o) {
     const double s = seconds_since(t0);
     const double tps = double(C) * o.decode_tokens / s;
     const double ctx = o.decode_context + o.decode_tokens / 2.0;
-    const double kv_bytes = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * ctx *
-                            dtype_size(model->kv_pool().config().dtype);
+    const double kv_bytes = ctx * double(model->kv_pool().bytes_per_token());
     const double flops = 2 * (matmul_macs_per_token(c) + attention_macs(c, ctx)) * tps;
     Json row = {{"concurrency", C}, {"tokens_per_s", tps}, {"gflops", flops / 1e9}};
     std::printf("decode concurrency %2d (context %d): %.1f tok/s aggregate, %.1f GFLOP/s",

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvlm/base/json.h"
+#include "kvlm/kv/kv_quant.h"
 
 namespace kvlm {
 
@@ -32,6 +33,7 @@ struct BenchOptions {
   int prefill_chunk = 512;
   bool probes = true;
   bool profile = false;         // time per op kind per step (ops::ProfileScope)
+  KVQuantOptions kv_quant;  // --kv-quant etc.
 };
 
 // Runs the measurements; returns them as JSON and prints a table to stdout as it goes.

@@ -77,6 +77,21 @@ void add_engine_options(CLI::App& app, EngineOptions& engine, ModelLoadOptions& 
                   "KV cache pool size, e.g. 512M or 2G (default: one full-context sequence)");
   add_size_option(app, "--prompt-cache-bytes", engine.prompt_cache_bytes,
                   "Prefix cache budget, e.g. 256M; 0 = off (default: a quarter of the KV pool)");
+  add_kv_quant_options(app, load.kv_quant);
+}
+
+void add_kv_quant_options(CLI::App& app, KVQuantOptions& kv) {
+  app.add_option("--kv-quant", kv.quant,
+                 "KV cache codec: off (exact f32 cache), f32, f16, bf16, 2|3|4|5|6|8 (MLX affine), "
+                 "config (per-layer kv_config.json), turbo[:k<bits>v<bits>][:gaussian] "
+                 "(TurboQuant, default k8v3)")
+      ->capture_default_str();
+  app.add_option("--kv-group-size", kv.group_size,
+                 "Values per scale for MLX affine KV: 32, 64 or 128 (default 64); TurboQuant: 32")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-config", kv.config_file,
+                 "kv_config.json for --kv-quant config: [{\"layer_idx\", \"bits\", "
+                 "\"group_size\"}, ...] (default: the model folder's)");
 }
 
 }  // namespace kvlm

@@ -1,7 +1,8 @@
 #pragma once
 // The engine's command-line flags, shared by `kvlm serve` and `kvlm bench` so both spell them the
 // same way: --max-batch (aliases --batch, --decode-concurrency), --prefill-chunk, --token-budget,
-// --kv-budget (bytes, or sizes like 512M / 2G) and --prompt-cache-bytes (the same size syntax).
+// --kv-budget (bytes, or sizes like 512M / 2G), --prompt-cache-bytes (the same size syntax) and
+// the KV codec flags of add_kv_quant_options.
 #include <cstdint>
 #include <string_view>
 
@@ -13,6 +14,12 @@
 namespace kvlm {
 
 void add_engine_options(CLI::App& app, EngineOptions& engine, ModelLoadOptions& load);
+
+// --kv-quant off|f32|f16|bf16|2|3|4|5|6|8|config|turbo[:k<bits>v<bits>][:gaussian],
+// --kv-group-size and --kv-config: the one definition every verb that loads a model uses
+// (serve and bench through add_engine_options or directly, generate, perplexity, kv-eval).
+// Values are checked when the model loads (the codec needs the model's dtype and head_dim).
+void add_kv_quant_options(CLI::App& app, KVQuantOptions& kv);
 
 // Parses "123", "512K", "512M", "2G", "1.5G" (binary multiples; a trailing "B"/"iB" is accepted).
 // Error naming the text when it is not a non-negative size.

@@ -43,4 +43,28 @@ PerplexityResult perplexity(Model& model, std::span<const int32_t> tokens, const
 // -log softmax(logits)[target], computed in double.
 double token_nll(std::span<const float> logits, int32_t target);
 
+// Teacher-forced comparison of a KV codec against a baseline cache (`kvlm kv-eval`): the same
+// text and windows as perplexity() run through two loads of one model that differ only in their
+// KV codec; at every scored position the two next-token distributions are compared. Prefill reads
+// the cache through the codec like decode does (a token is encoded when written), so this
+// measures exactly what decoding with the codec would see, without a decode loop.
+struct KVEvalResult {
+  int64_t scored_tokens = 0;
+  double nll_baseline = 0, nll_test = 0;  // sums, natural log
+  double kl_sum = 0;                      // sum of KL(baseline || test) over scored positions
+  int64_t top1_agree = 0;                 // positions whose argmax tokens agree
+  double seconds = 0;
+  double perplexity_baseline() const;
+  double perplexity_test() const;
+  double mean_kl() const;
+  double top1_agreement() const;  // fraction
+};
+
+// Errors as perplexity(); the two models must have the same vocabulary.
+KVEvalResult kv_eval(Model& baseline, Model& test, std::span<const int32_t> tokens,
+                     const PerplexityOptions& options);
+
+// KL(p || q) of the softmax distributions of two logit rows, in double.
+double softmax_kl(std::span<const float> p_logits, std::span<const float> q_logits);
+
 }  // namespace kvlm

@@ -9,33 +9,46 @@ namespace kvlm {
 
 namespace {
 
-bool is_codec_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+// Each layer's codec, validated for head_dim (the codec's message names the spec on failure).
+std::vector<KVCodec> layer_codecs(const KVPoolConfig& c) {
+  check(c.n_layers > 0 && c.n_kv_heads > 0 && c.head_dim > 0 && c.block_size > 0,
+        "KV pool: layers, kv heads, head_dim and block_size must be positive");
+  check(c.codecs.size() == 1 || c.codecs.size() == size_t(c.n_layers),
+        "KV pool: " + std::to_string(c.codecs.size()) + " codecs for " +
+            std::to_string(c.n_layers) + " layers (give one, or one per layer)");
+  std::vector<KVCodec> codecs;
+  for (int l = 0; l < c.n_layers; ++l)
+    codecs.emplace_back(c.codecs[c.codecs.size() == 1 ? 0 : size_t(l)], c.head_dim);
+  return codecs;
+}
 
-int64_t bytes_per_layer_block(const KVPoolConfig& c) {
-  return int64_t(c.block_size) * c.n_kv_heads * c.head_dim * int64_t(dtype_size(c.dtype));
+int64_t token_bytes(const std::vector<KVCodec>& codecs, int n_kv_heads) {
+  int64_t bytes = 0;
+  for (const KVCodec& c : codecs) bytes += int64_t(n_kv_heads) * int64_t(c.token_head_bytes());
+  return bytes;
 }
 
 }  // namespace
 
 int64_t KVPool::bytes_per_block(const KVPoolConfig& c) {
-  return 2 * int64_t(c.n_layers) * bytes_per_layer_block(c);  // K and V of every layer
+  return int64_t(c.block_size) * token_bytes(layer_codecs(c), c.n_kv_heads);
 }
 
-KVPool::KVPool(const KVPoolConfig& config) : config_(config) {
-  check(config.n_layers > 0 && config.n_kv_heads > 0 && config.head_dim > 0 && config.block_size > 0,
-        "KV pool: layers, kv heads, head_dim and block_size must be positive");
-  check(is_codec_dtype(config.dtype), std::string("KV pool: unsupported KV dtype ") +
-                                          dtype_name(config.dtype) + " (supported: f32, f16, bf16)");
-  const int64_t per_block = bytes_per_block(config);
+int64_t KVPool::bytes_per_token() const { return token_bytes(codecs_, config_.n_kv_heads); }
+
+KVPool::KVPool(const KVPoolConfig& config) : config_(config), codecs_(layer_codecs(config)) {
+  const int64_t per_block = int64_t(config.block_size) * bytes_per_token();
   const int64_t n_blocks = config.budget_bytes / per_block;
   check(n_blocks >= 1, "KV pool: a budget of " + std::to_string(config.budget_bytes) +
                            " bytes holds no block of " + std::to_string(per_block) + " bytes");
   check(n_blocks <= INT32_MAX, "KV pool: budget too large");
-  const Shape shape = {n_blocks, config.block_size, config.n_kv_heads, config.head_dim};
-  for (int l = 0; l < config.n_layers; ++l) {
+  for (const KVCodec& c : codecs_) {
+    const auto shape = [&](size_t row_bytes) {
+      return Shape{n_blocks, config.block_size, config.n_kv_heads, int64_t(row_bytes)};
+    };
     // Uninitialised: pages are only touched when tokens are written.
-    keys_.push_back(Tensor::empty(shape, config.dtype));
-    values_.push_back(Tensor::empty(shape, config.dtype));
+    keys_.push_back(Tensor::empty(shape(c.key_row_bytes()), DType::kU8));
+    values_.push_back(Tensor::empty(shape(c.value_row_bytes()), DType::kU8));
   }
   ref_counts_.assign(size_t(n_blocks), 0);
   free_.reserve(size_t(n_blocks));
@@ -78,9 +91,9 @@ int32_t KVPool::ref_count(int32_t block) const {
 void KVPool::copy_block(int32_t src, int32_t dst) {
   check_block(src, "copy");
   check_block(dst, "copy");
-  const size_t bytes = size_t(bytes_per_layer_block(config_));
   for (int l = 0; l < config_.n_layers; ++l) {
     for (Tensor* t : {&keys_[size_t(l)], &values_[size_t(l)]}) {
+      const size_t bytes = t->nbytes() / size_t(num_blocks());  // one block of this layer
       auto* base = static_cast<uint8_t*>(t->raw());
       std::memcpy(base + size_t(dst) * bytes, base + size_t(src) * bytes, bytes);
     }
@@ -133,7 +146,8 @@ void KVSequence::append_shared_block(int32_t block, int32_t tokens) {
 ops::PagedKV KVSequence::layer_view(int layer) const {
   check(layer >= 0 && layer < pool_->config().n_layers,
         "KV sequence: layer " + std::to_string(layer) + " out of range");
-  return {pool_->keys(layer), pool_->values(layer), std::span<const int32_t>(blocks_)};
+  return {pool_->keys(layer), pool_->values(layer), &pool_->codec(layer),
+          std::span<const int32_t>(blocks_)};
 }
 
 }  // namespace kvlm

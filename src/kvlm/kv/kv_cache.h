@@ -2,10 +2,14 @@
 // The paged KV cache (DESIGN.md §4). A KVPool owns, for every layer, K and V storage cut into
 // blocks of `block_size` tokens; a KVSequence is one sequence's block table. Blocks carry
 // reference counts so that a prefix cache can share them later; a sequence that must write into a
-// shared block copies it first (copy on write). Tokens are encoded into the pool's codec dtype when
-// written and every read goes through the codec, so results never depend on chunking.
+// shared block copies it first (copy on write). Each layer has a KV codec (quant/kv_codec.h):
+// blocks hold one row of codec bytes per (token, kv head), tokens are encoded when written and
+// every read goes through the codec, so results never depend on chunking. Codecs are token-local,
+// so every block operation here is a byte copy or a reference count, whatever the codec.
 #include <cstdint>
 #include <vector>
+
+#include "kvlm/quant/kv_codec.h"
 
 #include "kvlm/backend/ops.h"
 #include "kvlm/tensor/tensor.h"
@@ -17,13 +21,16 @@ struct KVPoolConfig {
   int n_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;
-  DType dtype = DType::kF32;  // codec: f32 (exact, the default), f16 or bf16
-  int64_t budget_bytes = 0;   // K+V storage of all layers; the block count is budget / block bytes
+  // One codec per layer, or a single one for every layer. The default f32 passthrough is exact.
+  std::vector<KVCodecSpec> codecs = {kv_passthrough_spec(DType::kF32)};
+  int64_t budget_bytes = 0;  // K+V storage of all layers; the block count is budget / block bytes
 };
 
 class KVPool {
  public:
-  // Error if the config is invalid or the budget cannot hold a single block.
+  // Error if the config is invalid, a codec does not support head_dim (the codec's message, e.g.
+  // "KV codec turbo:k8v3: TurboQuant does not support head_dim=96 (...)") or the budget cannot
+  // hold a single block.
   explicit KVPool(const KVPoolConfig& config);
   KVPool(const KVPool&) = delete;
   KVPool& operator=(const KVPool&) = delete;
@@ -32,8 +39,11 @@ class KVPool {
   int block_size() const { return config_.block_size; }
   int32_t num_blocks() const { return int32_t(ref_counts_.size()); }
   int32_t num_free_blocks() const { return int32_t(free_.size()); }
-  // Bytes of one block across all layers, K and V.
+  // Bytes of one block across all layers, K and V (the codecs' row sizes).
   static int64_t bytes_per_block(const KVPoolConfig& config);
+  // Bytes one token takes across all layers, K and V.
+  int64_t bytes_per_token() const;
+  const KVCodec& codec(int layer) const { return codecs_[size_t(layer)]; }
 
   // Takes a free block with reference count 1. Error "KV cache out of blocks ..." when none is
   // free; the pool is unchanged then.
@@ -44,7 +54,7 @@ class KVPool {
   // Copies every layer's K and V of block `src` into `dst`.
   void copy_block(int32_t src, int32_t dst);
 
-  // The storage of one layer, [num_blocks, block_size, n_kv_heads, head_dim] in the codec dtype.
+  // The storage of one layer: u8 [num_blocks, block_size, n_kv_heads, codec row bytes].
   const Tensor& keys(int layer) const { return keys_[size_t(layer)]; }
   const Tensor& values(int layer) const { return values_[size_t(layer)]; }
 
@@ -52,6 +62,7 @@ class KVPool {
   void check_block(int32_t block, const char* what) const;
 
   KVPoolConfig config_;
+  std::vector<KVCodec> codecs_;
   std::vector<Tensor> keys_, values_;
   std::vector<int32_t> ref_counts_;
   std::vector<int32_t> free_;  // a stack; allocate() takes the lowest-numbered free block first

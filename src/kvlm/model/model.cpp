@@ -106,7 +106,9 @@ std::unique_ptr<Model> Model::load(const std::string& model_dir, const ModelLoad
   pc.n_kv_heads = impl->cfg.num_kv_heads;
   pc.head_dim = impl->cfg.head_dim;
   pc.block_size = opts.kv_block_size;
-  pc.dtype = opts.kv_dtype;
+  const ops::Weight& e = impl->embed;
+  const DType model_dtype = e.quant ? e.scales.dtype() : e.weight.dtype();
+  pc.codecs = resolve_kv_codecs(opts.kv_quant, pc.n_layers, model_dtype, model_dir);
   pc.budget_bytes = opts.kv_budget_bytes > 0 ? opts.kv_budget_bytes : default_kv_budget(impl->cfg, pc);
   impl->pool = std::make_unique<KVPool>(pc);
   return std::unique_ptr<Model>(new Model(std::move(impl)));

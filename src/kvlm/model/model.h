@@ -17,6 +17,7 @@
 
 #include "kvlm/backend/ops.h"
 #include "kvlm/kv/kv_cache.h"
+#include "kvlm/kv/kv_quant.h"
 #include "kvlm/model/config.h"
 #include "kvlm/tensor/tensor.h"
 
@@ -27,7 +28,10 @@ struct ModelLoadOptions {
   // 4096 (RoPE scaling runs past the trained length) and at most 32768. The pool's pages are only
   // touched when tokens are written.
   int64_t kv_budget_bytes = 0;
-  DType kv_dtype = DType::kF32;  // KV codec: f32 (exact), f16 or bf16
+  // The KV codec of every layer (--kv-quant ...). The default "off" is the exact f32 cache;
+  // affine scales take the model dtype (that of the embedding table or its scales). A codec
+  // that does not support the model's head_dim makes load fail with the codec's message.
+  KVQuantOptions kv_quant;
   int kv_block_size = 16;
 };
 

@@ -120,10 +120,11 @@ uint32_t quantize_value(float w, const GroupParams& p, float n_bins) {
 
 void affine_quantize_row(const float* x, int64_t cols, const AffineSpec& s, DType param_dtype,
                          uint32_t* packed, float* scales, float* biases) {
-  check_affine_spec(s, "affine_quantize_row");
-  check(cols % s.group_size == 0, "affine_quantize_row: " + std::to_string(cols) +
-                                      " values are not a multiple of group size " +
-                                      std::to_string(s.group_size));
+  // Messages are built only on failure: KV writes call this once per (token, kv head) row.
+  if (!affine_spec_supported(s)) check_affine_spec(s, "affine_quantize_row");
+  if (cols % s.group_size != 0)
+    throw Error("affine_quantize_row: " + std::to_string(cols) +
+                " values are not a multiple of group size " + std::to_string(s.group_size));
   std::memset(packed, 0, size_t(affine_packed_words(cols, s.bits)) * sizeof(uint32_t));
   const float n_bins = float((1 << s.bits) - 1);
   for (int64_t g = 0; g < cols / s.group_size; ++g) {

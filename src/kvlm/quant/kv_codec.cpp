@@ -221,8 +221,8 @@ constexpr KVCodecTraits kTraits[size_t(KVCodecKind::kCount)] = {
 // --- parsing ---
 
 constexpr const char* kSpellings =
-    "expected off, 2, 3, 4, 5, 6, 8, turbo or turbo:k<bits>v<bits>, optionally followed by "
-    ":gaussian for turbo";
+    "expected off, f32, f16, bf16, 2, 3, 4, 5, 6, 8, turbo or turbo:k<bits>v<bits>, optionally "
+    "followed by :gaussian for turbo";
 
 [[noreturn]] void bad_value(std::string_view text) {
   throw Error("--kv-quant: unknown value '" + std::string(text) + "' (" + kSpellings + ")");
@@ -301,7 +301,11 @@ KVCodecSpec kv_turbo_spec(int key_bits, int value_bits, TurboTables tables) {
 }
 
 KVCodecSpec parse_kv_quant(std::string_view text, int group_size, DType model_dtype) {
-  if (text == "off") return kv_passthrough_spec(model_dtype);
+  // off is kvlm's exact f32 cache, not the model dtype as in mlx-bun: with it every forward pass
+  // equals transformers' fp32 reference (docs/kv-codecs.md §1).
+  if (text == "off" || text == "f32") return kv_passthrough_spec(DType::kF32);
+  if (text == "f16") return kv_passthrough_spec(DType::kF16);
+  if (text == "bf16") return kv_passthrough_spec(DType::kBF16);
   if (text.starts_with("turbo")) return parse_turbo(text, text.substr(5), group_size);
   int bits = 0;
   if (!parse_int(text, &bits)) bad_value(text);

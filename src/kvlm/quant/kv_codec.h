@@ -55,7 +55,8 @@ inline constexpr int kDefaultKVGroupSize = 64;
 inline constexpr int kMaxKVHeadDim = 1024;
 
 // mlx-bun's --kv-quant spellings (plus kvlm's extras):
-//   off                      passthrough in the model dtype
+//   off                      the exact f32 cache (kvlm's default; mlx-bun: the model dtype)
+//   f32|f16|bf16             (kvlm) passthrough in that dtype
 //   2|3|4|5|6|8              MLX affine, group `group_size` (0: 64), scales in the model dtype
 //                            (mlx-bun accepts only 4 and 8)
 //   turbo[:k<K>v<V>]         TurboQuant, default k8v3

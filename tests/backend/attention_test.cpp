@@ -1,0 +1,219 @@
+// Attention over paged codec rows: the chunked kernel against the plain reference for every
+// codec, the AVX2 row operations against the portable ones bit for bit, and the invariances the
+// engine relies on (thread count, queries alone or together).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kvlm/backend/cpu/attention_kernels.h"
+#include "kvlm/backend/ops.h"
+#include "kvlm/base/error.h"
+#include "kvlm/base/thread_pool.h"
+
+namespace kvlm::ops {
+namespace {
+
+std::vector<float> random_values(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+std::vector<KVCodecSpec> every_codec() {
+  std::vector<KVCodecSpec> specs = {kv_passthrough_spec(DType::kF32),
+                                    kv_passthrough_spec(DType::kF16),
+                                    kv_passthrough_spec(DType::kBF16)};
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int g : {32, 64}) specs.push_back(kv_affine_spec(bits, g, DType::kBF16));
+  specs.push_back(kv_affine_spec(4, 64, DType::kF16));
+  specs.push_back(kv_affine_spec(8, 32, DType::kF32));
+  for (int k : {2, 4, 5, 8})
+    for (int v : {2, 3, 4, 5, 8}) specs.push_back(kv_turbo_spec(k, v));
+  specs.push_back(kv_turbo_spec(8, 8, TurboTables::kGaussian));
+  return specs;
+}
+
+bool is_passthrough(const KVCodecSpec& s) {
+  return s.kind == KVCodecKind::kF32 || s.kind == KVCodecKind::kF16 || s.kind == KVCodecKind::kBF16;
+}
+
+// A layer's paged storage holding `tokens` random K/V rows, written through the codec in two
+// chunks, over a shuffled block table.
+struct PagedFixture {
+  int64_t block_size, kv_heads, dim;
+  KVCodec codec;
+  Tensor keys, values_;
+  std::vector<int32_t> table;
+  std::vector<float> k, v;  // [tokens, kv_heads, dim] as written
+
+  PagedFixture(const KVCodecSpec& spec, int64_t tokens, int64_t dim_ = 64, int64_t kv_heads_ = 2,
+               int64_t block_size_ = 16)
+      : block_size(block_size_), kv_heads(kv_heads_), dim(dim_), codec(spec, int(dim_)) {
+    const int64_t blocks = (tokens + block_size - 1) / block_size + 1;
+    keys = Tensor::zeros({blocks, block_size, kv_heads, int64_t(codec.key_row_bytes())}, DType::kU8);
+    values_ = Tensor::zeros({blocks, block_size, kv_heads, int64_t(codec.value_row_bytes())}, DType::kU8);
+    for (int64_t b = blocks - 1; b >= 1; --b) table.push_back(int32_t(b));  // out of order
+    k = random_values(size_t(tokens * kv_heads * dim), 7);
+    v = random_values(size_t(tokens * kv_heads * dim), 8);
+    const int64_t first = tokens / 3;  // two writes, the split inside a block
+    write(0, first);
+    write(first, tokens);
+  }
+  PagedKV view() const { return {keys, values_, &codec, table}; }
+  void write(int64_t b, int64_t e) {
+    const int64_t row = kv_heads * dim;
+    const Tensor kt = Tensor::from_f32({k.begin() + b * row, k.begin() + e * row}, {e - b, kv_heads, dim});
+    const Tensor vt = Tensor::from_f32({v.begin() + b * row, v.begin() + e * row}, {e - b, kv_heads, dim});
+    kv_write(kt, vt, view(), b);
+  }
+};
+
+Tensor random_queries(int64_t n, int64_t heads, int64_t dim, unsigned seed) {
+  return Tensor::from_f32(random_values(size_t(n * heads * dim), seed), {n, heads, dim});
+}
+
+// softmax(q·k * scale) · v in double over keys [first, pos], from the values as written.
+std::vector<double> naive_attention(const PagedFixture& f, const std::vector<float>& q, int64_t heads,
+                                    int64_t n_past, int64_t n, float scale, int64_t window) {
+  const int64_t H = heads, D = f.dim, Hkv = f.kv_heads;
+  std::vector<double> out(size_t(n * H * D), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t pos = n_past + i, kvh = h / (H / Hkv);
+      const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+      std::vector<double> s;
+      double m = -1e300, sum = 0;
+      for (int64_t j = first; j <= pos; ++j) {
+        double d = 0;
+        for (int64_t c = 0; c < D; ++c) d += double(q[size_t((i * H + h) * D + c)]) * f.k[size_t((j * Hkv + kvh) * D + c)];
+        s.push_back(d * scale);
+        m = std::max(m, s.back());
+      }
+      for (double& x : s) sum += (x = std::exp(x - m));
+      for (int64_t j = first; j <= pos; ++j)
+        for (int64_t c = 0; c < D; ++c)
+          out[size_t((i * H + h) * D + c)] += s[size_t(j - first)] / sum * f.v[size_t((j * Hkv + kvh) * D + c)];
+    }
+  return out;
+}
+
+TEST(Attention, F32MatchesNaiveAttentionOverShuffledBlocks) {
+  const PagedFixture f(kv_passthrough_spec(DType::kF32), 10, 8, 2, 4);
+  const int64_t n_past = 7, n = 3, heads = 4;
+  const Tensor q = random_queries(n, heads, 8, 9);
+  for (int64_t window : {0, 4}) {
+    const std::vector<float> got = attention(q, f.view(), n_past, {0.35f, window}).to_f32_vector();
+    const std::vector<double> want = naive_attention(f, q.to_f32_vector(), heads, n_past, n, 0.35f, window);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << window << " " << i;
+  }
+}
+
+// The stated exactness of the compressed path: |attention - reference| <= kTolerance * max|v|,
+// where the reference decodes every row (values fully mapped back) and runs one softmax. The two
+// differ only by f32 rounding: the chunk merge past 256 keys, and TurboQuant's accumulation in
+// the rotated domain. Passthrough codecs within one chunk use the same arithmetic: equal bits.
+constexpr double kTolerance = 2e-6;
+
+TEST(Attention, EveryCodecEqualsDecodeThenReference) {
+  const int64_t heads = 8;  // GQA group of 4
+  for (const KVCodecSpec& spec : every_codec()) {
+    const PagedFixture f(spec, 600);
+    struct Case { int64_t n_past, n, window; };
+    // single-token decode, a prefill chunk, several chunks, a window crossing chunk boundaries
+    for (const Case c : {Case{0, 1, 0}, Case{16, 1, 0}, Case{100, 17, 0}, Case{590, 10, 0},
+                         Case{599, 1, 300}}) {
+      const Tensor q = random_queries(c.n, heads, f.dim, unsigned(c.n_past + 11));
+      const Tensor got = attention(q, f.view(), c.n_past, {0.125f, c.window});
+      const Tensor want = cpu::attention_reference(q, f.view(), c.n_past, {0.125f, c.window});
+      const bool one_chunk = c.n_past + c.n <= kAttentionChunk || (c.window > 0 && c.window <= kAttentionChunk);
+      if (is_passthrough(spec) && one_chunk) {
+        EXPECT_TRUE(same_bits(got, want)) << kv_codec_name(spec) << " n_past " << c.n_past;
+        continue;
+      }
+      const std::vector<float> g = got.to_f32_vector(), w = want.to_f32_vector();
+      double max_v = 0, worst = 0;
+      for (float x : f.v) max_v = std::max(max_v, double(std::fabs(x)));
+      for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::fabs(double(g[i]) - w[i]));
+      EXPECT_LE(worst, kTolerance * max_v) << kv_codec_name(spec) << " n_past " << c.n_past;
+    }
+  }
+}
+
+TEST(Attention, AVX2RowOpsEqualPortableBitForBit) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no AVX2";
+  for (int64_t dim : {64, 128}) {
+    for (const KVCodecSpec& spec : every_codec()) {
+      const PagedFixture f(spec, 300, dim);
+      const cpu::AttentionRowOps portable = cpu::attention_row_ops_portable(f.codec);
+      const cpu::AttentionRowOps avx2 = cpu::attention_row_ops_avx2(f.codec);
+      const Tensor q = random_queries(1, 8, dim, 5);
+      const int group = 4;
+      std::vector<float> scratch;
+      std::vector<float> a(size_t(group * (dim + 2))), b(a.size());
+      const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
+                                f.codec.key_row_bytes(), f.codec.value_row_bytes(),
+                                f.table.data(), f.block_size, f.kv_heads, 1};
+      for (auto [ops, out] : {std::pair{portable, a.data()}, std::pair{avx2, b.data()}})
+        cpu::attention_chunk(ops, f.codec, rows, q.data<float>() + 4 * dim, group, 0.125f, 3, 259,
+                             {out + 2 * group, out, out + group}, scratch);
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+          << kv_codec_name(spec) << " dim " << dim;
+    }
+  }
+}
+
+TEST(Attention, ResultDoesNotDependOnThreadsOrOnQueriesRunningTogether) {
+  const int64_t heads = 8, n_past = 500, n = 20;
+  for (const KVCodecSpec& spec : {kv_passthrough_spec(DType::kF32), kv_affine_spec(4, 64, DType::kBF16),
+                                  kv_turbo_spec(8, 3), kv_turbo_spec(4, 2)}) {
+    const PagedFixture f(spec, n_past + n);
+    const Tensor q = random_queries(n, heads, f.dim, 3);
+    ThreadPool one(1), three(3);
+    set_thread_pool(&one);
+    const Tensor together1 = attention(q, f.view(), n_past, {0.125f, 0});
+    set_thread_pool(&three);
+    const Tensor together3 = attention(q, f.view(), n_past, {0.125f, 0});
+    EXPECT_TRUE(same_bits(together1, together3)) << kv_codec_name(spec);
+    for (int64_t i : {0, 11, 19}) {  // 511 keys: two chunks; 512 and more: three
+      const Tensor alone = attention(q.slice(0, i, i + 1), f.view(), n_past + i, {0.125f, 0});
+      EXPECT_EQ(std::memcmp(alone.raw(), together3.slice(0, i, i + 1).raw(), alone.nbytes()), 0)
+          << kv_codec_name(spec) << " " << i;
+    }
+    set_thread_pool(nullptr);
+  }
+}
+
+TEST(Attention, ErrorsNameTheProblem) {
+  const PagedFixture f(kv_turbo_spec(8, 3), 10, 64, 2, 4);
+  const Tensor q = Tensor::zeros({3, 4, 64}, DType::kF32);
+  try {
+    attention(q, f.view(), 10, {1.0f, 0});  // 13 tokens > 3 blocks of 4
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "attention: block table of 3 blocks cannot hold 13 tokens");
+  }
+  PagedKV wrong = f.view();
+  const KVCodec other(kv_turbo_spec(4, 3), 64);
+  wrong.codec = &other;
+  try {
+    attention(q, wrong, 0, {1.0f, 0});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "attention: key and value caches must be u8 [blocks, block_size, kv_heads, row bytes] "
+              "tensors with the row sizes of codec turbo:k4v3, got u8[4, 4, 2, 72] cpu and u8[4, 4, 2, 28] cpu");
+  }
+}
+
+}  // namespace
+}  // namespace kvlm::ops
