@@ -160,7 +160,7 @@ int run(const std::string& model_dir, const std::vector<int64_t>& contexts,
   std::vector<Row> rows;
   for (int r = 0; r < rounds; ++r) run_round(model_dir, contexts, codecs, steps, reps, rows);
   std::printf("threads %d, attention ISA %s, best of %d rounds, %s\n", ThreadPool::global().size(),
-              cpu::attention_uses_avx2() ? "avx2" : "portable", rounds,
+              cpu::isa_name(cpu::cpu_isa()), rounds,
               g_cpu_time ? "process CPU time" : "wall time");
   std::printf("| codec | context | bits/element | KV MB | attention us (1 layer) | decode tok/s |\n"
               "|---|---|---|---|---|---|\n");

@@ -17,6 +17,7 @@
 
 #include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/profile.h"
 #include "kvlm/base/thread_pool.h"
 
 namespace kvlm {
@@ -50,27 +51,15 @@ void prefetch_row(const uint8_t* row, size_t bytes) {
   for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at);
 }
 
-constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, score_group,
-                                          portable_accumulate};
-
-bool detect_avx2() {
-  const char* isa = std::getenv("KVLM_CPU_ISA");
-  if (isa && std::strcmp(isa, "portable") == 0) return false;
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-}
+constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_accumulate};
 
 }  // namespace
 
 AttentionRowOps attention_row_ops_portable(const KVCodec&) { return kPortableOps; }
 
-bool attention_uses_avx2() {
-  static const bool avx2 = detect_avx2();
-  return avx2;
-}
-
 AttentionRowOps attention_row_ops(const KVCodec& codec) {
-  return attention_uses_avx2() ? attention_row_ops_avx2(codec) : attention_row_ops_portable(codec);
+  return cpu_isa() == Isa::kPortable ? attention_row_ops_portable(codec)
+                                     : attention_row_ops_avx2(codec);
 }
 
 void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
@@ -86,7 +75,7 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   // (the hardware prefetcher alone left the 2-byte codecs waiting on memory at long context).
   for (int64_t j = 0; j < n; ++j) {
     if (j + kPrefetchRows < n) prefetch_row(rows.key(begin + j + kPrefetchRows), rows.key_bytes);
-    ops.scores(q, group, d, ops.key(codec, rows.key(begin + j), buf), scale, s + j, size_t(n));
+    score_group(q, group, d, ops.key(codec, rows.key(begin + j), buf), scale, s + j, size_t(n));
   }
   for (int g = 0; g < group; ++g) {
     float* sg = s + size_t(g) * size_t(n);
@@ -172,6 +161,7 @@ struct ChunkTask {
 }  // namespace
 
 void kv_write(const Tensor& k, const Tensor& v, const PagedKV& kv, int64_t start) {
+  const ProfileScope profile(OpKind::kKVWrite);
   const KVLayout l = check_paged(kv, "kv_write");
   cpu::check_f32(k, 3, "kv_write", "keys");
   cpu::check_f32(v, 3, "kv_write", "values");
@@ -194,6 +184,7 @@ void kv_write(const Tensor& k, const Tensor& v, const PagedKV& kv, int64_t start
 }
 
 Tensor attention(const Tensor& q, const PagedKV& kv, int64_t n_past, const AttentionParams& p) {
+  const ProfileScope profile(OpKind::kAttention);
   const KVLayout l = check_paged(kv, "attention");
   cpu::check_f32(q, 3, "attention", "queries");
   const int64_t n = q.dim(0), heads = q.dim(1), D = q.dim(2);

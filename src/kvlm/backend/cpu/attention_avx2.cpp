@@ -148,12 +148,6 @@ KVLM_AVX2 const float* affine_row(const KVCodec& c, const uint8_t* row, float* b
   return buf;
 }
 
-// score_group compiled for AVX2: cpu::dot's eight lanes fill one register.
-KVLM_AVX2 void scores(const float* q, int group, int d, const float* k, float scale, float* s,
-                      size_t stride) {
-  score_group(q, group, d, k, scale, s, stride);
-}
-
 KVLM_AVX2 void accumulate(float* acc, const float* w, int group, const float* v, int d) {
   for (int g = 0; g < group; ++g) {
     float* a = acc + size_t(g) * size_t(d);
@@ -203,18 +197,17 @@ AttentionRowOps attention_row_ops_avx2(const KVCodec& codec) {
   if (codec.head_dim() % 8 != 0) return attention_row_ops_portable(codec);
   const KVCodecSpec& s = codec.spec();
   switch (s.kind) {
-    case KVCodecKind::kF32: return {f32_row, f32_row, scores, accumulate};
-    case KVCodecKind::kBF16: return {half_row<true>, half_row<true>, scores, accumulate};
-    case KVCodecKind::kF16: return {half_row<false>, half_row<false>, scores, accumulate};
+    case KVCodecKind::kF32: return {f32_row, f32_row, accumulate};
+    case KVCodecKind::kBF16: return {half_row<true>, half_row<true>, accumulate};
+    case KVCodecKind::kF16: return {half_row<false>, half_row<false>, accumulate};
     case KVCodecKind::kTurbo:
-      return {turbo_key_fn(s.key_bits), turbo_value_fn(s.value_bits), scores, accumulate};
+      return {turbo_key_fn(s.key_bits), turbo_value_fn(s.value_bits), accumulate};
     case KVCodecKind::kAffine:
-      if (const RowFn f = affine_fn(s.bits)) return {f, f, scores, accumulate};
+      if (const RowFn f = affine_fn(s.bits)) return {f, f, accumulate};
       break;
     default: break;
   }
   AttentionRowOps ops = attention_row_ops_portable(codec);
-  ops.scores = scores;
   ops.accumulate = accumulate;
   return ops;
 }

@@ -17,9 +17,8 @@
 
 namespace kvlm::cpu {
 
-// s[g * stride] = dot(q + g*d, k, d) * scale for the `group` query heads that share key row k.
-// Both ISAs run this same source (the AVX2 one compiled for AVX2), so scores are always
-// cpu::dot's exact reduction.
+// s[g * stride] = dot(q + g*d, k, d) * scale for the `group` query heads that share key row k;
+// cpu::dot runs on the process's ISA and every ISA gives the same bits (dot.h).
 inline void score_group(const float* q, int group, int d, const float* k, float scale, float* s,
                         size_t stride) {
   for (int g = 0; g < group; ++g) s[size_t(g) * stride] = dot(q + size_t(g) * size_t(d), k, d) * scale;
@@ -31,9 +30,6 @@ struct AttentionRowOps {
   const float* (*key)(const KVCodec& codec, const uint8_t* row, float* buf);
   // The value row in the codec's value domain, as KVCodec::decode_value_row_rotated; same rule.
   const float* (*value)(const KVCodec& codec, const uint8_t* row, float* buf);
-  // score_group.
-  void (*scores)(const float* q, int group, int d, const float* k, float scale, float* s,
-                 size_t stride);
   // acc[g*d + i] += w[g] * v[i] for g < group, i < d.
   void (*accumulate)(float* acc, const float* w, int group, const float* v, int d);
 };
@@ -42,10 +38,8 @@ AttentionRowOps attention_row_ops_portable(const KVCodec& codec);
 // The AVX2 (+F16C) row operations for the codec; portable decoders where a codec has no AVX2
 // one (MLX affine 6-bit, head dims not a multiple of 8). Needs a CPU with AVX2 and F16C.
 AttentionRowOps attention_row_ops_avx2(const KVCodec& codec);
-// The row operations for this CPU: AVX2 when present, unless the environment variable
-// KVLM_CPU_ISA=portable forces the portable ones (read once).
+// The row operations for cpu_isa(): AVX2 ones on AVX2 and AVX-512 CPUs, else portable.
 AttentionRowOps attention_row_ops(const KVCodec& codec);
-bool attention_uses_avx2();
 
 // Where one kv head's rows of a sequence live in a layer's paged storage.
 struct KVRows {
