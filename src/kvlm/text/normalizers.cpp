@@ -38,7 +38,7 @@ std::string filter_chars(const std::string& s, Pred drop) {
 class StripAccents : public Normalizer {
  public:
   std::string normalize(std::string s) const override {
-    return filter_chars(s, is_nonspacing_mark);
+    return filter_chars(s, is_mark);
   }
 };
 

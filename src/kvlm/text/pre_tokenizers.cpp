@@ -167,7 +167,11 @@ std::unique_ptr<PreTokenizer> char_split(Pred pred, SplitBehavior behavior) {
 // Whitespace: words are runs of \w or runs of other non-space characters.
 class Whitespace : public PreTokenizer {
  public:
-  explicit Whitespace(const std::string& origin) : regex_(R"(\w+|[^\w\s]+)", origin) {}
+  // \w spelled out as Rust's regex crate defines it (HF's engine): Oniguruma's \w lacks
+  // Alphabetic symbols such as U+1D62 and the joiners U+200C/U+200D.
+  explicit Whitespace(const std::string& origin)
+      : regex_(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]+|[^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}\s]+)",
+               origin) {}
   void pre_tokenize(std::vector<Piece>& pieces) const override {
     split_each(pieces, [&](std::string_view t) {
       return split_by_matches(t, regex_.find_all(t), SplitBehavior::Removed, /*invert=*/true);

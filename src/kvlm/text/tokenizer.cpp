@@ -22,7 +22,8 @@ std::vector<int32_t> TokenizerImpl::encode(std::string_view input, bool add_spec
   std::vector<Piece> pieces;
   auto run_model = [&](const Segment& seg) {
     pieces.clear();
-    pieces.push_back({seg.text, seg.at_start});
+    // Like HF's PreTokenizedString, an empty string has no splits (so no prefix space is added).
+    if (!seg.text.empty()) pieces.push_back({seg.text, seg.at_start});
     if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
     for (const Piece& p : pieces) model->tokenize(p.text, ids);
   };

@@ -155,6 +155,12 @@ bool is_punctuation(char32_t c) {
 
 bool is_nonspacing_mark(char32_t c) { return c >= 0x80 && category(c) == U_NON_SPACING_MARK; }
 
+bool is_mark(char32_t c) {
+  if (c < 0x80) return false;
+  const auto cat = category(c);
+  return cat == U_NON_SPACING_MARK || cat == U_COMBINING_SPACING_MARK || cat == U_ENCLOSING_MARK;
+}
+
 bool is_other_category(char32_t c) {
   int8_t t = category(c);
   return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR;

@@ -37,6 +37,8 @@ bool is_word_char(char32_t c);
 bool is_punctuation(char32_t c);
 // General category Mn (what StripAccents and BertNormalizer remove after NFD).
 bool is_nonspacing_mark(char32_t c);
+// General category M (Mn, Mc, Me): what the StripAccents normalizer removes.
+bool is_mark(char32_t c);
 // General categories Cc, Cf, Co: BertNormalizer's control characters. Unassigned code points
 // (Cn, e.g. the noncharacters U+FDD0, U+FFFF) are kept, as tokenizers 0.23 keeps them.
 bool is_other_category(char32_t c);
