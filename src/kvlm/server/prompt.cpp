@@ -10,15 +10,13 @@ namespace kvlm::server {
 
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tokenizer, const ChatRequest& r,
                              const Json& template_args) {
-  ChatTemplateOptions opts;
-  opts.add_generation_prompt = true;
-  opts.tools = r.tools;
-  opts.extra = template_args.is_object() ? template_args : Json::object();
+  RequestJson extra = template_args.is_object() ? RequestJson(template_args) : RequestJson::object();
   if (r.chat_template_kwargs.is_object())
-    for (const auto& [k, v] : r.chat_template_kwargs.items()) opts.extra[k] = v;
+    for (const auto& [k, v] : r.chat_template_kwargs.items()) extra[k] = v;
   ChatPrompt p;
   try {
-    p.rendered = tmpl.render(r.messages, opts);
+    // The ordered overload, so tool schemas and arguments print in the client's key order.
+    p.rendered = tmpl.render(r.messages, /*add_generation_prompt=*/true, r.tools, extra);
   } catch (const Error& e) {
     throw invalid_request(std::string("prompt build failed: ") + e.what(), "messages");
   }

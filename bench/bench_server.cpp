@@ -1,0 +1,211 @@
+// Served vs direct: what the HTTP layer costs on top of the engine.
+//   decode tokens/s of one stream, served (SSE over loopback, /v1/completions) vs the engine's
+//   own TokenStream on the same engine, model and settings; target: served >= 97% of direct;
+//   time to first token for 128-token prompts at concurrency 1 and 8, served and direct.
+// The server runs in-process on a free loopback port; the client is httplib's, reading the stream
+// as it comes. Runs alternate direct/served so machine load hits both alike; medians reported.
+//
+//   bench_server [--model DIR | --synthetic 0.5b] [--decode-tokens N] [--reps R] [--threads T]
+// --synthetic writes the 0.5B shape with random weights and the bundled model's tokenizer (its
+// vocabulary, so generated ids decode) to a temporary folder.
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvlm/base/thread_pool.h"
+#include "kvlm/engine/bench.h"
+#include "kvlm/engine/generate.h"
+#include "kvlm/server/http_server.h"
+
+namespace {
+
+using namespace kvlm;
+using Clock = std::chrono::steady_clock;
+double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct Args {
+  std::string model_dir = std::string(KVLM_MODELS_DIR) + "/default";
+  std::string synthetic;
+  int decode_tokens = 256, reps = 5, threads = 0;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--model") a.model_dir = v;
+    else if (k == "--synthetic") a.synthetic = v;
+    else if (k == "--decode-tokens") a.decode_tokens = std::stoi(v);
+    else if (k == "--reps") a.reps = std::stoi(v);
+    else if (k == "--threads") a.threads = std::stoi(v);
+    else throw Error("unknown option " + k);
+  }
+  return a;
+}
+
+std::string synthetic_model(const std::string& name, const std::string& tokenizer_dir) {
+  const Tokenizer tok = Tokenizer::from_model_dir(tokenizer_dir);
+  SyntheticShape shape = synthetic_shape(name);
+  shape.vocab = tok.vocab_size();
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kvlm_bench_server_" + name)).string();
+  write_synthetic_model(shape, dir, 0);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(std::filesystem::path(tokenizer_dir) / f, std::filesystem::path(dir) / f,
+                               std::filesystem::copy_options::overwrite_existing);
+  return dir;
+}
+
+// A prompt of exactly `n` tokens (by the server's encoding, special tokens included), distinct
+// per `salt`, built from whole words so it encodes back to itself.
+std::string prompt_of(const Tokenizer& tok, int n, int salt) {
+  static const char* words[] = {"river", "stone", "light", "garden", "winter", "market", "song", "window"};
+  std::string text = "Request " + std::to_string(salt) + ":";
+  for (int i = 0;; ++i) {
+    const std::string next = text + " " + words[(i * 7 + salt) % 8];
+    if (int(tok.encode(next, true).size()) > n) break;
+    text = next;
+  }
+  return text;
+}
+
+struct Timing {
+  double ttft = 0;        // request sent → first token
+  double decode_tps = 0;  // tokens after the first / time after the first
+  int tokens = 0;
+};
+
+Timing direct_run(Engine& engine, const Tokenizer& tok, const std::string& prompt, int max_tokens) {
+  GenerationRequest req;
+  req.prompt = tok.encode(prompt, true);
+  req.max_tokens = max_tokens;
+  req.ignore_eos = true;
+  const auto start = Clock::now();
+  TokenStream stream(engine, req);
+  Clock::time_point first, last;
+  Timing t;
+  while (auto ev = stream.next()) {
+    if (ev->token >= 0) {
+      last = Clock::now();
+      if (t.tokens++ == 0) first = last;
+    }
+    if (ev->finished) break;
+  }
+  t.ttft = secs(first - start);
+  t.decode_tps = t.tokens > 1 ? (t.tokens - 1) / secs(last - first) : 0;
+  return t;
+}
+
+// One streamed /v1/completions request; token events are counted as their SSE chunks arrive.
+Timing served_run(int port, const std::string& prompt, int max_tokens) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(600, 0);
+  const Json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0},
+                     {"ignore_eos", true}, {"stream", true}};
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  Timing t;
+  Clock::time_point first, last;
+  std::string pending;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    const auto now = Clock::now();
+    pending.append(data, n);
+    for (size_t end; (end = pending.find("\n\n")) != std::string::npos; pending.erase(0, end + 2)) {
+      // A text chunk per token; the finish chunk has an empty text and [DONE] ends it.
+      if (pending.compare(0, 6, "data: ") != 0 || pending.compare(6, 6, "[DONE]") == 0) continue;
+      const Json chunk = Json::parse(pending.substr(6, end - 6));
+      if (chunk["choices"][0]["finish_reason"].is_string()) continue;
+      last = now;
+      if (t.tokens++ == 0) first = now;
+    }
+    return true;
+  };
+  const auto start = Clock::now();
+  httplib::Response res;
+  httplib::Error err;
+  if (!client.send(req, res, err) || res.status != 200)
+    throw Error("served request failed: " + httplib::to_string(err) + " " + res.body);
+  t.ttft = secs(first - start);
+  t.decode_tps = t.tokens > 1 ? (t.tokens - 1) / secs(last - first) : 0;
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Time to first token of `c` requests sent at once (distinct 128-token prompts), mean over them.
+template <typename Run>
+double concurrent_ttft(int c, const Tokenizer& tok, int salt0, Run run) {
+  std::vector<double> ttft(size_t(c));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < c; ++i)
+    threads.emplace_back([&, i] { ttft[size_t(i)] = run(prompt_of(tok, 128, salt0 + i)).ttft; });
+  for (auto& t : threads) t.join();
+  double sum = 0;
+  for (double x : ttft) sum += x;
+  return sum / c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  Args a = parse_args(argc, argv);
+  const std::string tokenizer_dir = a.model_dir;
+  if (!a.synthetic.empty()) a.model_dir = synthetic_model(a.synthetic, tokenizer_dir);
+  if (a.threads > 0) ThreadPool::configure_global(a.threads);
+  auto model = std::shared_ptr<Model>(Model::load(a.model_dir));
+  auto tok = std::make_shared<const Tokenizer>(Tokenizer::from_model_dir(a.model_dir));
+  EngineOptions eo;
+  eo.max_batch = 8;
+  eo.prompt_cache_bytes = 0;  // every run prefills its whole prompt
+  auto engine = std::make_shared<Engine>(model, tok, eo);
+  server::ServedModel served;
+  served.id = "bench";
+  served.engine = engine;
+  served.tokenizer = tok;
+  served.eos_token_ids = stop_token_ids(model->config(), *tok);
+  served.context_window = model->config().max_position_embeddings;
+  server::ServerOptions so;
+  so.port = 0;
+  server::Server srv(served, so);
+  srv.bind();
+  std::thread listener([&] { srv.run(); });
+  const int port = srv.port();
+
+  std::printf("model %s, %d threads, decode %d tokens, %d reps (medians)\n", a.model_dir.c_str(),
+              ThreadPool::global().size(), a.decode_tokens, a.reps);
+  const std::string decode_prompt = prompt_of(*tok, 16, 0);
+  auto direct = [&](const std::string& p, int n) { return direct_run(*engine, *tok, p, n); };
+  auto http = [&](const std::string& p, int n) { return served_run(port, p, n); };
+  direct(decode_prompt, 8), http(decode_prompt, 8);  // warm up
+  std::vector<double> d_tps, s_tps, d_t1, s_t1, d_t8, s_t8;
+  for (int r = 0; r < a.reps; ++r) {
+    d_tps.push_back(direct(decode_prompt, a.decode_tokens).decode_tps);
+    s_tps.push_back(http(decode_prompt, a.decode_tokens).decode_tps);
+    d_t1.push_back(direct(prompt_of(*tok, 128, 100 + r), 1).ttft);
+    s_t1.push_back(http(prompt_of(*tok, 128, 200 + r), 1).ttft);
+    d_t8.push_back(concurrent_ttft(8, *tok, 1000 + 100 * r, [&](const std::string& p) { return direct(p, 1); }));
+    s_t8.push_back(concurrent_ttft(8, *tok, 5000 + 100 * r, [&](const std::string& p) { return http(p, 1); }));
+  }
+  const double dt = median(d_tps), st = median(s_tps);
+  std::printf("%-34s %12s %12s %8s\n", "", "direct", "served", "ratio");
+  std::printf("%-34s %12.1f %12.1f %7.1f%%\n", "decode tokens/s (1 stream)", dt, st, 100 * st / dt);
+  std::printf("%-34s %12.1f %12.1f\n", "TTFT ms, 128-token prompt, c=1", 1e3 * median(d_t1), 1e3 * median(s_t1));
+  std::printf("%-34s %12.1f %12.1f\n", "TTFT ms, 128-token prompt, c=8 mean", 1e3 * median(d_t8), 1e3 * median(s_t8));
+  srv.shutdown(std::chrono::milliseconds(0));
+  listener.join();
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "error: %s\n", e.what());
+  return 1;
+}
