@@ -92,15 +92,17 @@ TEST_F(ServerTest, DisconnectingStreamsAreCancelledAndFreeTheirKv) {
     });
   for (auto& t : clients) t.join();
   ASSERT_EQ(started, kLeavers);
-  // Every client has closed its socket. The server notices when a write to it fails: the next
-  // token's write, or the one after when the first still reached the kernel before the peer's
-  // reset came back. The cancel then takes effect at the next step. Without cancellation the
-  // requests would run for up to kMaxTokens more steps.
+  // Every client has closed its socket. The server notices when a write to it fails (the next
+  // token's, or the one after when the first still reached the kernel before the peer's reset
+  // came back) and cancels; the engine frees the request's KV at its next step. That is 3 or 4
+  // steps after the last hang-up on an idle machine. The bound leaves room for the HTTP threads
+  // running late under load, and still fails by hundreds of steps if cancellation is broken
+  // (the requests would run on to kMaxTokens).
   const int64_t steps_when_gone = engine_->stats().steps;
   const EngineStats idle = wait_idle();
   EXPECT_EQ(idle.running, 0);
   EXPECT_EQ(idle.kv_blocks_free, idle.kv_blocks_total);
-  EXPECT_LE(idle.steps - steps_when_gone, 3);
+  EXPECT_LE(idle.steps - steps_when_gone, 32);
   EXPECT_LT(idle.generated_tokens_total, int64_t(kLeavers) * kMaxTokens);
 
   const Json stats = get_stats(*client_);

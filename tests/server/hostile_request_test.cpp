@@ -38,15 +38,16 @@ std::vector<Case> cases() {
   const std::string roles = "must be one of system, user, assistant, tool, developer";
   return {
       {"bad JSON", "/v1/chat/completions", "{not json", 400,
-       "Invalid JSON in request body: syntax error while parsing object key - invalid literal; last read: "
-       "'{n'; expected string literal",
+       "Invalid JSON in request body: parse error at line 1, column 3: syntax error while parsing object key - "
+       "invalid literal; last read: '{no'; expected string literal",
        ""},
       {"truncated JSON", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"})", 400,
-       "Invalid JSON in request body: syntax error while parsing array - unexpected end of input; expected ']'",
+       "Invalid JSON in request body: parse error at line 1, column 48: syntax error while parsing array - "
+       "unexpected end of input; expected ']'",
        ""},
       {"empty body", "/v1/chat/completions", "", 400,
-       "Invalid JSON in request body: syntax error while parsing value - unexpected end of input; expected "
-       "'[', '{', or a literal",
+       "Invalid JSON in request body: parse error at line 1, column 1: syntax error while parsing value - "
+       "unexpected end of input; expected '[', '{', or a literal",
        ""},
       {"body is an array", "/v1/chat/completions", "[1, 2]", 400, "Request body must be a JSON object", ""},
       {"body is a string", "/v1/completions", R"("Once upon a time")", 400, "Request body must be a JSON object",
@@ -104,8 +105,9 @@ std::vector<Case> cases() {
        400, "messages[0].content[0]: only 'text' content parts are supported (got 'image_url')", "messages"},
       {"invalid UTF-8 in content", "/v1/chat/completions",
        "{\"messages\": [{\"role\": \"user\", \"content\": \"caf\xc3\x28\"}]}", 400,
-       "Invalid JSON in request body: syntax error while parsing value - invalid string: ill-formed UTF-8 "
-       "byte; last read: '\"caf\xc3\x28'",
+       // The echoed bytes are not UTF-8 either; the error body carries U+FFFD in their place.
+       "Invalid JSON in request body: parse error at line 1, column 48: syntax error while parsing value - "
+       "invalid string: ill-formed UTF-8 byte; last read: '\"caf\xef\xbf\xbd('",
        ""},
       {"10 MB body", "/v1/chat/completions",
        chat_with({{"messages", {{{"role", "user"}, {"content", std::string(10 << 20, 'a')}}}}}), 413,
@@ -114,9 +116,13 @@ std::vector<Case> cases() {
        "messages[0] must be an object", "messages"},
       {"prompt over the context", "/v1/chat/completions",
        with_message({{"role", "user"}, {"content", std::string(3000, 'x') + " " + std::string(3000, 'y')}}), 400,
-       "CONTEXT", "messages"},
+       "This model's maximum context length is 2048 tokens. However, you requested 6035 tokens (6011 in the "
+       "messages, 24 in the completion). Please reduce the length of the messages or completion.",
+       "messages"},
       {"max_tokens over the context", "/v1/chat/completions", chat_with({{"max_tokens", 100000}}), 400,
-       "CONTEXT", "messages"},
+       "This model's maximum context length is 2048 tokens. However, you requested 100012 tokens (12 in the "
+       "messages, 100000 in the completion). Please reduce the length of the messages or completion.",
+       "messages"},
       {"top_logprobs above 11", "/v1/chat/completions", chat_with({{"top_logprobs", 12}}), 400,
        "top_logprobs must be at most 11", "top_logprobs"},
       {"top_logprobs below -1", "/v1/chat/completions", chat_with({{"top_logprobs", -2}}), 400,
@@ -140,7 +146,7 @@ std::vector<Case> cases() {
       {"logit_bias as a list", "/v1/chat/completions", chat_with({{"logit_bias", {1, 2}}}), 400,
        "logit_bias must be a dict of int to float", "logit_bias"},
       {"logit_bias id past the vocabulary", "/v1/chat/completions", chat_with({{"logit_bias", {{"999999", 1}}}}),
-       400, "VOCAB", "logit_bias"},
+       400, "logit_bias: token id 999999 is outside the vocabulary [0, 8192)", "logit_bias"},
       {"tools not an array", "/v1/chat/completions", chat_with({{"tools", "x"}}), 400, "tools must be an array",
        "tools"},
       {"tool without a function", "/v1/chat/completions", chat_with({{"tools", {{{"type", "function"}}}}}), 400,

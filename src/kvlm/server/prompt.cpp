@@ -56,7 +56,9 @@ GenerationRequest make_generation_request(std::vector<int32_t> prompt, const Gen
   try {
     Sampler check_only(req.sampling, vocab_size);
   } catch (const Error& e) {
-    throw invalid_request(e.what());
+    // request_fields has already range-checked every other sampler setting, so what is left to
+    // fail here is a logit_bias token id past the vocabulary.
+    throw invalid_request(e.what(), "logit_bias");
   }
   return req;
 }
