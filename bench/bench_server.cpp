@@ -146,7 +146,7 @@ double median(std::vector<double> v) {
 // Time to first token of `c` requests sent at once (distinct 128-token prompts), mean over them.
 template <typename Run>
 double concurrent_ttft(int c, const Tokenizer& tok, int salt0, Run run) {
-  std::vector<double> ttft(size_t(c));
+  std::vector<double> ttft(static_cast<size_t>(c), 0.0);
   std::vector<std::thread> threads;
   for (int i = 0; i < c; ++i)
     threads.emplace_back([&, i] { ttft[size_t(i)] = run(prompt_of(tok, 128, salt0 + i)).ttft; });
