@@ -7,10 +7,12 @@
 // as it comes. Runs alternate direct/served so machine load hits both alike; medians reported.
 //
 //   bench_server [--model DIR | --synthetic 0.5b] [--decode-tokens N] [--reps R] [--threads T]
-//                [--http-nice N]
+//                [--http-nice N] [--client-nice N]
 // --synthetic writes the 0.5B shape with random weights and the bundled model's tokenizer (its
 // vocabulary, so generated ids decode) to a temporary folder.
 #include <httplib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,6 +37,7 @@ struct Args {
   std::string model_dir = std::string(KVLM_MODELS_DIR) + "/default";
   std::string synthetic;
   int decode_tokens = 256, reps = 5, threads = 0, http_nice = 10;
+  int client_nice = 0;  // > 0: the client threads yield the CPU, as a client on another machine would
 };
 
 Args parse_args(int argc, char** argv) {
@@ -47,6 +50,7 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--reps") a.reps = std::stoi(v);
     else if (k == "--threads") a.threads = std::stoi(v);
     else if (k == "--http-nice") a.http_nice = std::stoi(v);
+    else if (k == "--client-nice") a.client_nice = std::stoi(v);
     else throw Error("unknown option " + k);
   }
   return a;
@@ -105,7 +109,9 @@ Timing direct_run(Engine& engine, const Tokenizer& tok, const std::string& promp
 }
 
 // One streamed /v1/completions request; token events are counted as their SSE chunks arrive.
-Timing served_run(int port, const std::string& prompt, int max_tokens) {
+// `nice` > 0 lowers the calling thread's priority first.
+Timing served_run(int port, const std::string& prompt, int max_tokens, int nice) {
+  if (nice > 0) setpriority(PRIO_PROCESS, id_t(gettid()), nice);
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(600, 0);
   const Json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0},
@@ -197,7 +203,12 @@ int main(int argc, char** argv) try {
               ThreadPool::global().size(), a.decode_tokens, a.reps);
   const std::string decode_prompt = prompt_of(*tok, 16, 0);
   auto direct = [&](const std::string& p, int n) { return direct_run(*engine, *tok, p, n); };
-  auto http = [&](const std::string& p, int n) { return served_run(port, p, n); };
+  // Each served request runs on a thread of its own, so --client-nice never touches this one.
+  auto http = [&](const std::string& p, int n) {
+    Timing t;
+    std::thread([&] { t = served_run(port, p, n, a.client_nice); }).join();
+    return t;
+  };
   direct(decode_prompt, 8), http(decode_prompt, 8);  // warm up
   std::vector<double> d_tps, s_tps, d_tps8, s_tps8, d_t1, s_t1, d_t8, s_t8;
   for (int r = 0; r < a.reps; ++r) {
