@@ -210,24 +210,28 @@ int main(int argc, char** argv) try {
     return t;
   };
   direct(decode_prompt, 8), http(decode_prompt, 8);  // warm up
+  // Runners of `n` tokens per request, for concurrent().
+  auto direct_of = [&](int n) { return [&, n](const std::string& p) { return direct(p, n); }; };
+  auto http_of = [&](int n) { return [&, n](const std::string& p) { return http(p, n); }; };
   std::vector<double> d_tps, s_tps, d_tps8, s_tps8, d_t1, s_t1, d_t8, s_t8;
   for (int r = 0; r < a.reps; ++r) {
     d_tps.push_back(direct(decode_prompt, a.decode_tokens).decode_tps);
     s_tps.push_back(http(decode_prompt, a.decode_tokens).decode_tps);
     const auto eight = prompts_of(*tok, 8, 16, 10 * r);
-    d_tps8.push_back(concurrent(eight, [&](const std::string& p) { return direct(p, a.decode_tokens); }).decode_tps);
-    s_tps8.push_back(concurrent(eight, [&](const std::string& p) { return http(p, a.decode_tokens); }).decode_tps);
+    d_tps8.push_back(concurrent(eight, direct_of(a.decode_tokens)).decode_tps);
+    s_tps8.push_back(concurrent(eight, http_of(a.decode_tokens)).decode_tps);
     d_t1.push_back(direct(prompt_of(*tok, 128, 100 + r), 1).ttft);
     s_t1.push_back(http(prompt_of(*tok, 128, 200 + r), 1).ttft);
-    d_t8.push_back(concurrent(prompts_of(*tok, 8, 128, 1000 + 100 * r), [&](const std::string& p) { return direct(p, 1); }).ttft / 8);
-    s_t8.push_back(concurrent(prompts_of(*tok, 8, 128, 5000 + 100 * r), [&](const std::string& p) { return http(p, 1); }).ttft / 8);
+    d_t8.push_back(concurrent(prompts_of(*tok, 8, 128, 1000 + 100 * r), direct_of(1)).ttft / 8);
+    s_t8.push_back(concurrent(prompts_of(*tok, 8, 128, 5000 + 100 * r), http_of(1)).ttft / 8);
   }
   // The ratio is the median of each rep's served/direct pair (run back to back), which shifts in
   // machine load between reps disturb less than a ratio of medians would.
   auto row = [](const char* name, const std::vector<double>& d, const std::vector<double>& s, double scale) {
     std::vector<double> ratio;
     for (size_t i = 0; i < d.size(); ++i) ratio.push_back(s[i] / d[i]);
-    std::printf("%-40s %10.1f %10.1f %7.1f%%\n", name, scale * median(d), scale * median(s), 100 * median(ratio));
+    std::printf("%-40s %10.1f %10.1f %7.1f%%\n", name, scale * median(d), scale * median(s),
+                100 * median(ratio));
   };
   std::printf("%-40s %10s %10s %8s\n", "", "direct", "served", "ratio");
   row("decode tokens/s, 1 stream", d_tps, s_tps, 1);
