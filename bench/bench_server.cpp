@@ -7,7 +7,7 @@
 // as it comes. Runs alternate direct/served so machine load hits both alike; medians reported.
 //
 //   bench_server [--model DIR | --synthetic 0.5b] [--decode-tokens N] [--reps R] [--threads T]
-//                [--http-nice N] [--client-nice N]
+//                [--client-nice N]
 // --synthetic writes the 0.5B shape with random weights and the bundled model's tokenizer (its
 // vocabulary, so generated ids decode) to a temporary folder.
 #include <httplib.h>
@@ -36,7 +36,7 @@ double secs(Clock::duration d) { return std::chrono::duration<double>(d).count()
 struct Args {
   std::string model_dir = std::string(KVLM_MODELS_DIR) + "/default";
   std::string synthetic;
-  int decode_tokens = 256, reps = 5, threads = 0, http_nice = 10;
+  int decode_tokens = 256, reps = 5, threads = 0;
   int client_nice = 0;  // > 0: the client threads yield the CPU, as a client on another machine would
 };
 
@@ -49,7 +49,6 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--decode-tokens") a.decode_tokens = std::stoi(v);
     else if (k == "--reps") a.reps = std::stoi(v);
     else if (k == "--threads") a.threads = std::stoi(v);
-    else if (k == "--http-nice") a.http_nice = std::stoi(v);
     else if (k == "--client-nice") a.client_nice = std::stoi(v);
     else throw Error("unknown option " + k);
   }
@@ -193,7 +192,6 @@ int main(int argc, char** argv) try {
   served.context_window = model->config().max_position_embeddings;
   server::ServerOptions so;
   so.port = 0;
-  so.http_nice = a.http_nice;
   server::Server srv(served, so);
   srv.bind();
   std::thread listener([&] { srv.run(); });

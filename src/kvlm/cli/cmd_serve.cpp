@@ -177,11 +177,6 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--http-threads", o->server.http_threads, "Connections served at once (each stream holds one)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub.add_option("--http-nice", o->server.http_nice,
-                 "Nice value of the HTTP threads, so JSON and socket work yields the CPU to the engine "
-                 "(0 = same priority)")
-      ->check(CLI::Range(0, 19))
-      ->capture_default_str();
   sub.add_option("--shutdown-grace", o->shutdown_grace,
                  "Seconds running requests may finish after SIGINT/SIGTERM before they are cancelled")
       ->check(CLI::NonNegativeNumber)

@@ -7,9 +7,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "kvlm/base/error.h"
 #include "kvlm/base/log.h"
@@ -56,27 +54,6 @@ struct Prepared {
   bool include_usage = false;
   bool logprobs = false;
   int top_logprobs = 0;
-};
-
-// httplib's worker pool with each worker's nice value raised to `nice` before its first task.
-// The engine's step is the bottleneck, and its thread pool splits every matmul into fixed
-// per-thread parts, so a step waits for whichever engine thread the OS has set aside. HTTP work
-// (JSON, SSE writes) that takes a core from an engine thread stalls the whole batch; at a lower
-// priority it runs in the gaps instead.
-class HttpWorkers : public httplib::ThreadPool {
- public:
-  HttpWorkers(size_t n, int nice) : httplib::ThreadPool(n), nice_(nice) {}
-  void enqueue(std::function<void()> fn) override {
-    httplib::ThreadPool::enqueue([fn = std::move(fn), nice = nice_] {
-      thread_local bool lowered = false;
-      if (!lowered && nice > 0) setpriority(PRIO_PROCESS, id_t(gettid()), nice);
-      lowered = true;
-      fn();
-    });
-  }
-
- private:
-  int nice_;
 };
 
 }  // namespace
@@ -328,8 +305,8 @@ void Server::Impl::setup_routes() {
   http.set_payload_max_length(options.max_body_bytes);
   http.set_keep_alive_max_count(1000);
   http.set_keep_alive_timeout(5);
-  const int threads = options.http_threads, nice = options.http_nice;
-  http.new_task_queue = [threads, nice] { return new HttpWorkers(size_t(threads), nice); };
+  const int threads = options.http_threads;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http.set_default_headers({{"Access-Control-Allow-Origin", "*"},
                             {"Access-Control-Allow-Methods", "*"},
                             {"Access-Control-Allow-Headers", "*"}});

@@ -34,7 +34,6 @@ struct ServerOptions {
   std::string api_key;  // empty: no authentication
   size_t max_body_bytes = 8u << 20;
   int http_threads = 64;  // concurrent connections served (each stream holds one)
-  int http_nice = 10;     // nice value of the HTTP threads (0: the engine's); see http_server.cpp
   SamplingDefaults defaults;  // flags → generation_config.json → built-in, already merged
   Json chat_template_args;    // extra template variables for every chat request (object or null)
   int completion_max_tokens = 512;  // /v1/completions default when no layer sets max_tokens
