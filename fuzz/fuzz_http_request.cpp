@@ -49,7 +49,7 @@ void split_output(std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   refused_or_parsed([&] {
-    const kvlm::Json body = parse_request_body(bytes);
+    const RequestJson body = parse_request_body(bytes);
     refused_or_parsed([&] { parse_chat_request(body, builtin_defaults()); });
     refused_or_parsed([&] { parse_completion_request(body, builtin_defaults()); });
     refused_or_parsed([&] { parse_anthropic_request(body, builtin_defaults()); });

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kvlm serve end to end: start it on a free port with the bundled model, call a few endpoints
-# with curl, check that a second server on the same port is refused (exit 1), then SIGTERM and
-# expect exit 0. Usage: serve_test.sh KVLM_BINARY REPO_ROOT
+# with curl, check that a second server on the same port (started as plain `kvlm`, no verb) is
+# refused (exit 1), then SIGTERM and expect exit 0. Usage: serve_test.sh KVLM_BINARY REPO_ROOT
 set -euo pipefail
 kvlm="$1"
 
@@ -38,10 +38,14 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url/nope")
 [ "$code" = 404 ] || fail "unknown route gave $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url/v1/chat/completions" -d '{bad')
 [ "$code" = 400 ] || fail "malformed JSON gave $code"
-curl -sS --max-time 10 "$url/metrics" | grep -q '^kvlm_time_to_first_token_seconds_count ' || fail "/metrics"
+# Read whole before matching: grep -q stops reading at the first match, which would fail curl's
+# write (and the pipeline, under pipefail) when the body is still coming.
+metrics=$(curl -sS --max-time 10 "$url/metrics")
+grep -q '^kvlm_time_to_first_token_seconds_count ' <<<"$metrics" || fail "/metrics: $metrics"
 
+# `kvlm` with no verb is `kvlm serve`: started on the taken port, it must refuse just the same.
 set +e
-timeout 120 "$kvlm" serve --port "$port" >"$second" 2>&1
+timeout 120 "$kvlm" --port "$port" >"$second" 2>&1
 rc=$?
 set -e
 [ "$rc" = 1 ] || fail "a second server on a taken port exited $rc"

@@ -1,108 +1,12 @@
 // The server end to end: a real listener on a loopback port, the bundled default model, and
 // httplib's client. Covers the endpoints, SSE streaming, errors, and the client disconnect path.
-#include <gtest/gtest.h>
-#include <httplib.h>
-
-#include <chrono>
-#include <thread>
-
 #include "kvlm/base/error.h"
-#include "kvlm/engine/generate.h"
-#include "kvlm/server/http_server.h"
+#include "server_fixture.h"
 
 namespace kvlm::server {
 namespace {
 
-const std::string kModelDir = std::string(KVLM_MODELS_DIR) + "/default";
-
-struct Loaded {
-  std::shared_ptr<Model> model;
-  std::shared_ptr<const Tokenizer> tokenizer;
-};
-
-const Loaded& loaded() {
-  static const Loaded l{std::shared_ptr<Model>(Model::load(kModelDir)),
-                        std::make_shared<const Tokenizer>(Tokenizer::from_model_dir(kModelDir))};
-  return l;
-}
-
-// One server per test, with its own engine (prefix cache off, so freed KV is visible as free
-// blocks) on the shared model.
-class ServerTest : public ::testing::Test {
- protected:
-  void start(ServerOptions options = {}) {
-    const Loaded& l = loaded();
-    EngineOptions eo;
-    eo.max_batch = 4;
-    eo.prompt_cache_bytes = 0;
-    engine_ = std::make_shared<Engine>(l.model, l.tokenizer, eo);
-    ServedModel served;
-    served.id = "default";
-    served.engine = engine_;
-    served.tokenizer = l.tokenizer;
-    served.chat_template = ChatTemplate::from_model_dir(kModelDir);
-    served.eos_token_ids = stop_token_ids(l.model->config(), *l.tokenizer);
-    served.context_window = l.model->config().max_position_embeddings;
-    options.port = 0;
-    server_ = std::make_unique<Server>(served, options);
-    server_->bind();
-    thread_ = std::thread([this] { server_->run(); });
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-    client_->set_read_timeout(60, 0);
-  }
-  void SetUp() override { start(); }
-  void TearDown() override {
-    if (!server_) return;
-    server_->shutdown(std::chrono::milliseconds(0));
-    thread_.join();
-  }
-  void restart(ServerOptions options) {
-    TearDown();
-    start(std::move(options));
-  }
-
-  httplib::Result post(const std::string& path, const Json& body, httplib::Headers headers = {}) {
-    return client_->Post(path.c_str(), headers, body.dump(), "application/json");
-  }
-
-  // Waits until the engine has nothing running or queued.
-  EngineStats wait_idle() {
-    EngineStats s;
-    for (int i = 0; i < 500; ++i) {
-      s = engine_->stats();
-      if (s.running == 0 && s.waiting == 0 && s.kv_blocks_free == s.kv_blocks_total) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return s;
-  }
-
-  std::shared_ptr<Engine> engine_;
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-  std::unique_ptr<httplib::Client> client_;
-};
-
-Json chat(const std::string& text, Json extra = Json::object()) {
-  Json body = {{"model", "default"}, {"messages", {{{"role", "user"}, {"content", text}}}}, {"temperature", 0},
-               {"max_tokens", 24}};
-  for (auto& [k, v] : extra.items()) body[k] = v;
-  return body;
-}
-
-// The data payloads of an SSE body, in order.
-std::vector<std::string> sse_payloads(const std::string& body, std::vector<std::string>* events = nullptr) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while ((pos = body.find_first_not_of('\n', pos)) != std::string::npos) {
-    size_t end = body.find('\n', pos);
-    if (end == std::string::npos) end = body.size();
-    const std::string line = body.substr(pos, end - pos);
-    if (line.rfind("data: ", 0) == 0) out.push_back(line.substr(6));
-    else if (line.rfind("event: ", 0) == 0 && events) events->push_back(line.substr(7));
-    pos = end;
-  }
-  return out;
-}
+using namespace e2e;
 
 TEST_F(ServerTest, HealthBodyIsExact) {
   auto res = client_->Get("/health");

@@ -1,8 +1,10 @@
-// kvlm: entry point. Parses the verb, runs it, and turns kvlm::Error into one clear line and
-// exit status 1.
+// kvlm: entry point. Parses the verb (serve when none is given), runs it, and turns kvlm::Error
+// into one clear line and exit status 1.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <string_view>
+#include <vector>
 
 #include "kvlm/base/error.h"
 #include "kvlm/cli/command.h"
@@ -23,6 +25,22 @@ std::string default_model_dir() {
   return KVLM_DEFAULT_MODEL_DIR;
 }
 
+namespace {
+
+// `kvlm` with no verb is `kvlm serve`, as `mlx_lm.server` is a server first: with no arguments,
+// or when the first argument is an option (`kvlm --port 9000`) other than the binary's own
+// --help/--version, "serve" is put in front.
+std::vector<char*> with_default_verb(int argc, char** argv) {
+  static char serve[] = "serve";
+  std::vector<char*> args(argv, argv + argc);
+  const std::string_view first = argc > 1 ? argv[1] : "";
+  const bool own_option = first == "-h" || first == "--help" || first == "--version";
+  if (argc == 1 || (first.starts_with('-') && !own_option)) args.insert(args.begin() + 1, serve);
+  return args;
+}
+
+}  // namespace
+
 }  // namespace kvlm::cli
 
 int main(int argc, char** argv) {
@@ -40,7 +58,8 @@ int main(int argc, char** argv) {
     runners[sub] = cmd.setup(*sub);
   }
   try {
-    app.parse(argc, argv);
+    std::vector<char*> args = with_default_verb(argc, argv);
+    app.parse(int(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

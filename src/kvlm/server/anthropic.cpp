@@ -9,13 +9,13 @@ namespace {
 std::string at(size_t i) { return "messages[" + std::to_string(i) + "]"; }
 
 // A tool_result's content: a string or an array of text blocks.
-std::string tool_result_text(const Json& block, const std::string& where) {
+std::string tool_result_text(const RequestJson& block, const std::string& where) {
   auto it = block.find("content");
   if (it == block.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
   if (!it->is_array()) throw invalid_request(where + ".content must be a string or an array of text blocks", "messages");
   std::string text;
-  for (const Json& part : *it) {
+  for (const RequestJson& part : *it) {
     if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
       throw invalid_request(where + ".content must be a string or an array of text blocks", "messages");
     text += part["text"].get_ref<const std::string&>();
@@ -24,7 +24,7 @@ std::string tool_result_text(const Json& block, const std::string& where) {
 }
 
 // Appends the OpenAI-form messages of one Anthropic message to `out`.
-void convert_message(const Json& m, size_t i, Json& out) {
+void convert_message(const RequestJson& m, size_t i, RequestJson& out) {
   const std::string where = at(i);
   if (!m.is_object()) throw invalid_request(where + " must be an object", "messages");
   const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
@@ -32,15 +32,15 @@ void convert_message(const Json& m, size_t i, Json& out) {
     throw invalid_request(where + ".role must be 'user' or 'assistant'", "messages");
   auto content = m.find("content");
   if (content == m.end() || content->is_string()) {
-    out.push_back({{"role", role}, {"content", content == m.end() ? Json("") : *content}});
+    out.push_back({{"role", role}, {"content", content == m.end() ? RequestJson("") : *content}});
     return;
   }
   if (!content->is_array())
     throw invalid_request(where + ".content must be a string or an array of content blocks", "messages");
   std::string text;
-  Json tool_calls = Json::array();
+  RequestJson tool_calls = RequestJson::array();
   for (size_t j = 0; j < content->size(); ++j) {
-    const Json& block = (*content)[j];
+    const RequestJson& block = (*content)[j];
     const std::string here = where + ".content[" + std::to_string(j) + "]";
     const std::string type = block.is_object() && block.contains("type") && block["type"].is_string()
                                  ? block["type"].get<std::string>()
@@ -54,7 +54,7 @@ void convert_message(const Json& m, size_t i, Json& out) {
         throw invalid_request(here + ".name must be a string", "messages");
       tool_calls.push_back({{"id", block.value("id", "")},
                             {"type", "function"},
-                            {"function", {{"name", block["name"]}, {"arguments", block.value("input", Json::object())}}}});
+                            {"function", {{"name", block["name"]}, {"arguments", block.value("input", RequestJson::object())}}}});
     } else if (type == "tool_result" && role == "user") {
       out.push_back({{"role", "tool"},
                      {"tool_call_id", block.value("tool_use_id", "")},
@@ -66,17 +66,17 @@ void convert_message(const Json& m, size_t i, Json& out) {
     }
   }
   if (text.empty() && tool_calls.empty()) return;
-  Json msg = {{"role", role}, {"content", text}};
+  RequestJson msg = {{"role", role}, {"content", text}};
   if (!tool_calls.empty()) msg["tool_calls"] = std::move(tool_calls);
   out.push_back(std::move(msg));
 }
 
-std::string system_text(const Json& system) {
+std::string system_text(const RequestJson& system) {
   if (system.is_string()) return system.get<std::string>();
   const char* message = "system must be a string or an array of text blocks";
   if (!system.is_array()) throw invalid_request(message, "system");
   std::string text;
-  for (const Json& block : system) {
+  for (const RequestJson& block : system) {
     if (!block.is_object() || !block.contains("text") || !block["text"].is_string())
       throw invalid_request(message, "system");
     if (!text.empty()) text += "\n";
@@ -85,33 +85,33 @@ std::string system_text(const Json& system) {
   return text;
 }
 
-Json convert_tools(const Json& body) {
+RequestJson convert_tools(const RequestJson& body) {
   auto it = body.find("tools");
   if (it == body.end() || it->is_null()) return nullptr;
   if (!it->is_array()) throw invalid_request("tools must be an array", "tools");
   auto choice = body.find("tool_choice");
   if (choice != body.end() && choice->is_object() && choice->value("type", "") == "none") return nullptr;
-  Json tools = Json::array();
+  RequestJson tools = RequestJson::array();
   for (size_t i = 0; i < it->size(); ++i) {
-    const Json& t = (*it)[i];
+    const RequestJson& t = (*it)[i];
     if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
       throw invalid_request("tools[" + std::to_string(i) + "].name must be a string", "tools");
-    Json fn = {{"name", t["name"]}, {"parameters", t.value("input_schema", Json::object())}};
+    RequestJson fn = {{"name", t["name"]}, {"parameters", t.value("input_schema", RequestJson::object())}};
     if (t.contains("description")) fn["description"] = t["description"];
     tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
   }
-  return tools.empty() ? Json(nullptr) : tools;
+  return tools.empty() ? RequestJson(nullptr) : tools;
 }
 
 }  // namespace
 
-ChatRequest parse_anthropic_request(const Json& body, const SamplingDefaults& defaults) {
+ChatRequest parse_anthropic_request(const RequestJson& body, const SamplingDefaults& defaults) {
   if (!body.contains("max_tokens") || body["max_tokens"].is_null())
     throw invalid_request("max_tokens: Field required", "max_tokens");
   auto messages = body.find("messages");
   if (messages == body.end() || !messages->is_array() || messages->empty())
     throw invalid_request("messages must be a non-empty array", "messages");
-  Json converted = Json::array();
+  RequestJson converted = RequestJson::array();
   auto system = body.find("system");
   if (system != body.end() && !system->is_null()) {
     const std::string text = system_text(*system);

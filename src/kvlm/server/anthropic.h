@@ -16,7 +16,7 @@ namespace kvlm::server {
 // tool_use blocks become assistant tool_calls, tool_result blocks become tool messages,
 // thinking blocks are dropped, `stop_sequences` become stop strings, tools' input_schema becomes
 // OpenAI function parameters, and thinking.type enabled/disabled sets enable_thinking.
-ChatRequest parse_anthropic_request(const Json& body, const SamplingDefaults& defaults);
+ChatRequest parse_anthropic_request(const RequestJson& body, const SamplingDefaults& defaults);
 
 // Anthropic usage: input_tokens excludes the prompt tokens read from the prefix cache, which are
 // reported as cache_read_input_tokens.

@@ -96,7 +96,7 @@ struct Server::Impl {
   void setup_routes();
   void send_error(httplib::Response& res, const ApiError& e, Protocol p) const;
   void handle_generation(const httplib::Request& req, httplib::Response& res, Protocol p);
-  Prepared prepare(const Json& body, Protocol p) const;
+  Prepared prepare(const RequestJson& body, Protocol p) const;
   Prepared prepare_chat(const ChatRequest& r, Protocol p) const;
   void respond_whole(Prepared p, httplib::Response& res, Protocol proto);
   void respond_stream(Prepared p, httplib::Response& res, Protocol proto);
@@ -176,7 +176,7 @@ Prepared Server::Impl::prepare_chat(const ChatRequest& r, Protocol p) const {
   return out;
 }
 
-Prepared Server::Impl::prepare(const Json& body, Protocol p) const {
+Prepared Server::Impl::prepare(const RequestJson& body, Protocol p) const {
   if (p == Protocol::kChat) return prepare_chat(parse_chat_request(body, options.defaults), p);
   if (p == Protocol::kAnthropic) return prepare_chat(parse_anthropic_request(body, options.defaults), p);
   CompletionRequest r = parse_completion_request(body, options.defaults);
@@ -269,7 +269,7 @@ void Server::Impl::respond_stream(Prepared p, httplib::Response& res, Protocol p
 void Server::Impl::handle_generation(const httplib::Request& req, httplib::Response& res, Protocol p) {
   try {
     if (draining) throw ApiError(503, "the server is shutting down", "server_error");
-    const Json body = parse_request_body(req.body);
+    const RequestJson body = parse_request_body(req.body);
     Prepared prepared = prepare(body, p);
     if (prepared.stream) respond_stream(std::move(prepared), res, p);
     else respond_whole(std::move(prepared), res, p);
@@ -298,6 +298,10 @@ void Server::Impl::setup_routes() {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  // Each SSE token is one small write; without TCP_NODELAY, Nagle's algorithm holds a write back
+  // until the previous one is acknowledged, and with the peer's delayed ACKs tokens arrive in
+  // bursts instead of as they are produced. (Accepted sockets inherit it from the listener.)
+  http.set_tcp_nodelay(true);
   http.set_payload_max_length(options.max_body_bytes);
   http.set_keep_alive_max_count(1000);
   http.set_keep_alive_timeout(5);

@@ -6,10 +6,10 @@
 
 namespace kvlm::server {
 
-Json parse_request_body(std::string_view body) {
-  Json parsed;
+RequestJson parse_request_body(std::string_view body) {
+  RequestJson parsed;
   try {
-    parsed = Json::parse(body.begin(), body.end());
+    parsed = RequestJson::parse(body.begin(), body.end());
   } catch (const nlohmann::json::exception& e) {
     // nlohmann's message starts with "[json.exception.parse_error.101] "; the rest says where.
     std::string what = e.what();
@@ -28,10 +28,10 @@ const std::set<std::string> kRoles = {"system", "user", "assistant", "tool", "de
 std::string at(size_t i) { return "messages[" + std::to_string(i) + "]"; }
 
 // A content array of {"type": "text", "text": ...} parts, joined.
-std::string join_text_parts(const Json& parts, const std::string& where) {
+std::string join_text_parts(const RequestJson& parts, const std::string& where) {
   std::string text;
   for (size_t j = 0; j < parts.size(); ++j) {
-    const Json& part = parts[j];
+    const RequestJson& part = parts[j];
     const std::string here = where + ".content[" + std::to_string(j) + "]";
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
       throw invalid_request(here + " must be an object with a type", "messages");
@@ -46,32 +46,32 @@ std::string join_text_parts(const Json& parts, const std::string& where) {
   return text;
 }
 
-void normalize_tool_calls(Json& message, const std::string& where) {
+void normalize_tool_calls(RequestJson& message, const std::string& where) {
   auto it = message.find("tool_calls");
   if (it == message.end() || it->is_null()) return;
   if (!it->is_array()) throw invalid_request(where + ".tool_calls must be an array", "messages");
-  for (Json& call : *it) {
+  for (RequestJson& call : *it) {
     if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
       throw invalid_request(where + ".tool_calls entries must have a function object", "messages");
-    Json& args = call["function"]["arguments"];
+    RequestJson& args = call["function"]["arguments"];
     if (!args.is_string()) continue;
     // Arguments arrive as a JSON string; templates want the object. Text that is not JSON is
     // kept as it is rather than refused: the template can still print it.
-    Json parsed = Json::parse(args.get<std::string>(), nullptr, false);
+    RequestJson parsed = RequestJson::parse(args.get<std::string>(), nullptr, false);
     if (!parsed.is_discarded()) args = std::move(parsed);
   }
 }
 
 }  // namespace
 
-Json normalize_messages(const Json& messages) {
+RequestJson normalize_messages(const RequestJson& messages) {
   if (!messages.is_array() || messages.empty())
     throw invalid_request("messages must be a non-empty array", "messages");
-  Json out = Json::array();
+  RequestJson out = RequestJson::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string where = at(i);
     if (!messages[i].is_object()) throw invalid_request(where + " must be an object", "messages");
-    Json m = messages[i];
+    RequestJson m = messages[i];
     if (!m.contains("role") || !m["role"].is_string())
       throw invalid_request(where + ".role must be a string", "messages");
     std::string role = m["role"].get<std::string>();
@@ -80,7 +80,7 @@ Json normalize_messages(const Json& messages) {
                                     "developer (got '" + role + "')",
                             "messages");
     if (role == "developer") m["role"] = "system";
-    Json& content = m["content"];  // creates null when absent
+    RequestJson& content = m["content"];  // creates null when absent
     if (content.is_null()) {
       content = "";
     } else if (content.is_array()) {
@@ -95,16 +95,16 @@ Json normalize_messages(const Json& messages) {
   return out;
 }
 
-Json parse_tools(const Json& body) {
+RequestJson parse_tools(const RequestJson& body) {
   auto it = body.find("tools");
   if (it == body.end() || it->is_null()) return nullptr;
   if (!it->is_array()) throw invalid_request("tools must be an array", "tools");
   for (size_t i = 0; i < it->size(); ++i) {
-    const Json& tool = (*it)[i];
+    const RequestJson& tool = (*it)[i];
     const std::string where = "tools[" + std::to_string(i) + "]";
     if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object())
       throw invalid_request(where + ".function must be an object", "tools");
-    const Json& fn = tool["function"];
+    const RequestJson& fn = tool["function"];
     if (!fn.contains("name") || !fn["name"].is_string())
       throw invalid_request(where + ".function.name must be a string", "tools");
   }
@@ -121,10 +121,10 @@ Json parse_tools(const Json& body) {
                             "tool_choice");
     }
   }
-  return it->empty() ? Json(nullptr) : *it;
+  return it->empty() ? RequestJson(nullptr) : *it;
 }
 
-ChatRequest parse_chat_request(const Json& body, const SamplingDefaults& defaults) {
+ChatRequest parse_chat_request(const RequestJson& body, const SamplingDefaults& defaults) {
   ChatRequest r;
   if (!body.contains("messages")) throw invalid_request("messages must be a non-empty array", "messages");
   r.messages = normalize_messages(body.at("messages"));
@@ -145,7 +145,7 @@ ChatRequest parse_chat_request(const Json& body, const SamplingDefaults& default
   return r;
 }
 
-CompletionRequest parse_completion_request(const Json& body, const SamplingDefaults& defaults) {
+CompletionRequest parse_completion_request(const RequestJson& body, const SamplingDefaults& defaults) {
   CompletionRequest r;
   auto it = body.find("prompt");
   if (it == body.end() || !it->is_string() || it->get_ref<const std::string&>().empty())

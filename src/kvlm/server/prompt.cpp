@@ -10,15 +10,13 @@ namespace kvlm::server {
 
 ChatPrompt build_chat_prompt(const ChatTemplate& tmpl, const Tokenizer& tokenizer, const ChatRequest& r,
                              const Json& template_args) {
-  ChatTemplateOptions opts;
-  opts.add_generation_prompt = true;
-  opts.tools = r.tools;
-  opts.extra = template_args.is_object() ? template_args : Json::object();
+  RequestJson extra = template_args.is_object() ? RequestJson(template_args) : RequestJson::object();
   if (r.chat_template_kwargs.is_object())
-    for (const auto& [k, v] : r.chat_template_kwargs.items()) opts.extra[k] = v;
+    for (const auto& [k, v] : r.chat_template_kwargs.items()) extra[k] = v;
   ChatPrompt p;
   try {
-    p.rendered = tmpl.render(r.messages, opts);
+    // The ordered overload, so tool schemas and arguments print in the client's key order.
+    p.rendered = tmpl.render(r.messages, /*add_generation_prompt=*/true, r.tools, extra);
   } catch (const Error& e) {
     throw invalid_request(std::string("prompt build failed: ") + e.what(), "messages");
   }
@@ -58,7 +56,9 @@ GenerationRequest make_generation_request(std::vector<int32_t> prompt, const Gen
   try {
     Sampler check_only(req.sampling, vocab_size);
   } catch (const Error& e) {
-    throw invalid_request(e.what());
+    // request_fields has already range-checked every other sampler setting, so what is left to
+    // fail here is a logit_bias token id past the vocabulary.
+    throw invalid_request(e.what(), "logit_bias");
   }
   return req;
 }

@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 }  // namespace
 
-const Json* FieldReader::get(const char* key) const {
+const RequestJson* FieldReader::get(const char* key) const {
   if (!obj_.is_object()) return nullptr;
   auto it = obj_.find(key);
   if (it == obj_.end() || it->is_null()) return nullptr;
@@ -24,14 +24,14 @@ const Json* FieldReader::get(const char* key) const {
 bool FieldReader::has(const char* key) const { return get(key) != nullptr; }
 
 std::optional<bool> FieldReader::boolean(const char* key, const std::string& message) const {
-  const Json* v = get(key);
+  const RequestJson* v = get(key);
   if (!v) return std::nullopt;
   if (!v->is_boolean()) throw invalid_request(message, key);
   return v->get<bool>();
 }
 
 std::optional<double> FieldReader::number(const char* key, const std::string& message) const {
-  const Json* v = get(key);
+  const RequestJson* v = get(key);
   if (!v) return std::nullopt;
   if (!v->is_number()) throw invalid_request(message, key);
   const double d = v->get<double>();
@@ -48,7 +48,7 @@ std::optional<double> FieldReader::number_in(const char* key, double lo, double 
 
 std::optional<int64_t> FieldReader::integer_in(const char* key, int64_t lo, int64_t hi,
                                                const std::string& message) const {
-  const Json* v = get(key);
+  const RequestJson* v = get(key);
   if (!v) return std::nullopt;
   if (!v->is_number_integer()) throw invalid_request(message, key);
   int64_t i;
@@ -64,7 +64,7 @@ std::optional<int64_t> FieldReader::integer_in(const char* key, int64_t lo, int6
 }
 
 std::optional<std::string> FieldReader::string(const char* key, const std::string& message) const {
-  const Json* v = get(key);
+  const RequestJson* v = get(key);
   if (!v) return std::nullopt;
   if (!v->is_string()) throw invalid_request(message, key);
   return v->get<std::string>();
@@ -119,17 +119,17 @@ uint64_t next_default_seed() {
   return ms ^ step;
 }
 
-std::vector<std::string> parse_stop(const Json& body, const char* key) {
+std::vector<std::string> parse_stop(const RequestJson& body, const char* key) {
   std::vector<std::string> out;
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return out;
   const std::string message = std::string(key) + " must be a string or a list of strings";
-  auto add = [&](const Json& s) {
+  auto add = [&](const RequestJson& s) {
     if (!s.is_string()) throw invalid_request(message, key);
     if (!s.get_ref<const std::string&>().empty()) out.push_back(s.get<std::string>());
   };
   if (it->is_array()) {
-    for (const Json& s : *it) add(s);
+    for (const RequestJson& s : *it) add(s);
   } else {
     add(*it);
   }
@@ -139,7 +139,7 @@ std::vector<std::string> parse_stop(const Json& body, const char* key) {
 namespace {
 
 // logit_bias: {"<token id>": bias}. Keys are JSON strings, so they must spell an integer.
-std::map<int32_t, float> parse_logit_bias(const Json& body) {
+std::map<int32_t, float> parse_logit_bias(const RequestJson& body) {
   std::map<int32_t, float> out;
   auto it = body.find("logit_bias");
   if (it == body.end() || it->is_null()) return out;
@@ -175,10 +175,10 @@ void parse_logprobs(const FieldReader& f, GenerationSettings& s) {
   if (s.top_logprobs > 0) s.logprobs = true;
 }
 
-void parse_stream(const Json& body, const FieldReader& f, GenerationSettings& s) {
+void parse_stream(const RequestJson& body, const FieldReader& f, GenerationSettings& s) {
   s.stream = f.boolean("stream", "stream must be a boolean").value_or(false);
   if (!f.has("stream_options")) return;
-  const Json& opts = body.at("stream_options");
+  const RequestJson& opts = body.at("stream_options");
   if (!opts.is_object()) throw invalid_request("stream_options must be an object", "stream_options");
   auto include = opts.find("include_usage");
   if (include == opts.end() || include->is_null()) return;
@@ -196,7 +196,7 @@ std::optional<int32_t> parse_max_tokens(const FieldReader& f) {
   return std::nullopt;
 }
 
-void parse_sampling(const Json& body, const FieldReader& f, const SamplingDefaults& d,
+void parse_sampling(const RequestJson& body, const FieldReader& f, const SamplingDefaults& d,
                     SamplerParams& p) {
   p.temperature = float(f.number_in("temperature", 0, std::numeric_limits<double>::max(),
                                     "temperature must be a non-negative float")
@@ -238,7 +238,7 @@ void parse_sampling(const Json& body, const FieldReader& f, const SamplingDefaul
 
 }  // namespace
 
-GenerationSettings parse_generation_settings(const Json& body, const SamplingDefaults& defaults) {
+GenerationSettings parse_generation_settings(const RequestJson& body, const SamplingDefaults& defaults) {
   GenerationSettings s;
   const FieldReader f(body);
   s.model = f.string("model", "model must be a string").value_or("");

@@ -14,12 +14,16 @@
 
 namespace kvlm::server {
 
+// Request bodies are parsed into key-ordered documents: chat templates print tool schemas and
+// tool-call arguments with tojson, and transformers prints them in the order the client sent.
+using RequestJson = nlohmann::ordered_json;
+
 // Typed access to a request object's optional fields. JSON null counts as absent, because
 // OpenAI client libraries send null for parameters the caller left unset. A present field of
 // the wrong type (or out of range) throws invalid_request(message, key).
 class FieldReader {
  public:
-  explicit FieldReader(const Json& obj) : obj_(obj) {}
+  explicit FieldReader(const RequestJson& obj) : obj_(obj) {}
 
   bool has(const char* key) const;
   std::optional<bool> boolean(const char* key, const std::string& message) const;
@@ -34,8 +38,8 @@ class FieldReader {
   std::optional<std::string> string(const char* key, const std::string& message) const;
 
  private:
-  const Json* get(const char* key) const;
-  const Json& obj_;
+  const RequestJson* get(const char* key) const;
+  const RequestJson& obj_;
 };
 
 // One layer of defaults; an unset field falls through to the next layer.
@@ -75,11 +79,11 @@ struct GenerationSettings {
 };
 
 // Reads and validates the shared fields of a chat or text completion request.
-GenerationSettings parse_generation_settings(const Json& body, const SamplingDefaults& defaults);
+GenerationSettings parse_generation_settings(const RequestJson& body, const SamplingDefaults& defaults);
 
 // The stop field: a string or a list of strings; empty strings are dropped (they would match
 // everywhere). `key` is "stop" (OpenAI) or "stop_sequences" (Anthropic).
-std::vector<std::string> parse_stop(const Json& body, const char* key);
+std::vector<std::string> parse_stop(const RequestJson& body, const char* key);
 
 // Refuses a request whose prompt plus completion cannot fit the model's context window
 // (OpenAI's context_length_exceeded error). `param` names the prompt field.
