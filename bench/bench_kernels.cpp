@@ -75,6 +75,37 @@ void Linear(benchmark::State& state) {
 }
 BENCHMARK(Linear)->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {1, 8, 128}})->Unit(benchmark::kMillisecond);
 
+// ops::linear (all pool threads) against a bf16 weight larger than the caches, the lm_head of the
+// 0.5B shape (32000 x 896, 57 MB): decode reads it from memory. Arg: M.
+void LinearFromMemory(benchmark::State& state) {
+  static const Tensor w = [] {
+    Tensor t = Tensor::empty({32000, kIn}, DType::kBF16);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(float(i % 97) * 1e-3f);
+    return t;
+  }();
+  const ops::Weight weight = ops::dense_weight(w);
+  const Tensor x = random_f32({state.range(0), kIn}, 6);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::linear(x, weight));
+  state.counters["weight_GB/s"] = benchmark::Counter(double(w.nbytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(LinearFromMemory)->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ops::linear (all pool threads) for a 512-token prefill chunk through the MLP's up projection
+// (4864 x 896, arg 0) and down projection (896 x 4864, arg 1), bf16.
+void LinearPrefill(benchmark::State& state) {
+  const Weights& ws = weights();
+  static const Tensor down = [] {
+    Tensor t = Tensor::empty({kIn, kOut}, DType::kBF16);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(float(i % 89) * 1e-3f);
+    return t;
+  }();
+  const ops::Weight w = state.range(0) == 0 ? ws.bf16 : ops::dense_weight(down);
+  const Tensor x = random_f32({512, w.in_features}, 7);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::linear(x, w));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 512 * kOut * kIn * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(LinearPrefill)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 void RmsNorm(benchmark::State& state) {
   const Tensor x = random_f32({state.range(0), kIn}, 3);
   Tensor wt = Tensor::empty({kIn}, DType::kBF16);

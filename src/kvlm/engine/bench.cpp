@@ -187,6 +187,10 @@ Json run_bench(const BenchOptions& o) {
   std::printf("model %s: %.1f MB of weights, loaded in %.3f s\n", o.model_dir.c_str(),
               weight_bytes / 1e6, load_s);
 
+  {  // One short forward first, so that paging in the mmapped weights is not timed as prefill.
+    KVSequence seq(model->kv_pool());
+    prefill(*model, seq, random_tokens(8, c.vocab_size, 2), o.prefill_chunk);
+  }
   {  // Prefill of one prompt.
     KVSequence seq(model->kv_pool());
     const auto tokens = random_tokens(o.prompt_tokens, c.vocab_size, 1);

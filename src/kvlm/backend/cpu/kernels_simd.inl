@@ -36,6 +36,7 @@ struct F32Rows {
   const float* base;
   int64_t stride;
   KVLM_TARGET Vec load(int64_t r, int64_t i) const { return Vec::load(base + r * stride + i); }
+  void prefetch(int64_t r, int64_t i) const { __builtin_prefetch(base + r * stride + i); }
   KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
     const float* p = base + r * stride + i;
     return padded_tail(n, [p](int64_t k) { return p[k]; });
@@ -50,6 +51,7 @@ struct HalfRows {
     const uint16_t* p = base + r * stride + i;
     return kBF16 ? Vec::widen_bf16(p) : Vec::widen_f16(p);
   }
+  void prefetch(int64_t r, int64_t i) const { __builtin_prefetch(base + r * stride + i); }
   KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
     const uint16_t* p = base + r * stride + i;
     return padded_tail(n, [p](int64_t k) { return kBF16 ? bf16_to_f32(p[k]) : f16_to_f32(p[k]); });
@@ -75,6 +77,9 @@ struct AffineRows {
     for (int64_t k = 0; k < kDotLanes; ++k) c[k] = int32_t(affine_code(row, i + k, bits));
     return Vec::codes_i32(c);
   }
+  void prefetch(int64_t r, int64_t i) const {
+    __builtin_prefetch(reinterpret_cast<const uint8_t*>(packed + r * words) + i * bits / 8);
+  }
   KVLM_TARGET Vec load(int64_t r, int64_t i) const {
     const int64_t g = r * groups + i / group_size;
     return Vec::affine(codes(r, i), scales[g], biases[g]);
@@ -99,6 +104,10 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
   for (; i + kDotLanes <= in; i += kDotLanes) {
     Vec w[NR];
     KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = rows.load(r + j, i);
+    // A decode row reads each weight once: fetch the rows two tiles ahead at the same offset now,
+    // so that memory works on them while this tile computes.
+    if constexpr (NT == 1)
+      KVLM_UNROLL for (int j = 0; j < NR; ++j) rows.prefetch(r + 2 * NR + j, i);
     KVLM_UNROLL for (int t = 0; t < NT; ++t) {
       const Vec xv = Vec::load(x + t * in + i);
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::fma(xv, w[j], acc[t][j]);
