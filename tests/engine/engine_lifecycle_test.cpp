@@ -410,7 +410,9 @@ TEST(EngineShutdown, FinishRunningOrCancel) {
   Collector c;
   {
     Engine engine(model, test::bundled_tokenizer(), {1, 512, 2048, 0});
-    engine.submit(greedy(test::random_tokens(rng, 5), 30), c.callback(0));
+    // 100 tokens, so that the running request cannot finish (and admit the waiting one) between
+    // its first token and the shutdown call.
+    engine.submit(greedy(test::random_tokens(rng, 5), 100), c.callback(0));
     engine.submit(greedy(test::random_tokens(rng, 5), 30), c.callback(1));  // waits: max_batch 1
     c.wait_events(0, 1);
     engine.shutdown(true);
@@ -419,7 +421,7 @@ TEST(EngineShutdown, FinishRunningOrCancel) {
   }
   auto got = c.wait(2);
   EXPECT_EQ(got.at(0).reason, FinishReason::kLength);
-  EXPECT_EQ(got.at(0).tokens.size(), 30u);
+  EXPECT_EQ(got.at(0).tokens.size(), 100u);
   EXPECT_EQ(got.at(1).reason, FinishReason::kCancelled);
   Collector d;
   {

@@ -17,6 +17,7 @@
 
 #include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/cpu/vector_math.h"
 #include "kvlm/backend/profile.h"
 #include "kvlm/base/thread_pool.h"
 
@@ -81,8 +82,8 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     float* sg = s + size_t(g) * size_t(n);
     float m = -INFINITY;
     for (int64_t j = 0; j < n; ++j) m = std::max(m, sg[j]);
-    // The exponentials first, then their sum in position order: the calls do not wait on the sum.
-    for (int64_t j = 0; j < n; ++j) sg[j] = std::exp(sg[j] - m);
+    // The exponentials first (vectorised), then their sum in position order.
+    vector_math().exp_shifted(sg, n, m);
     float l = 0.0f;
     for (int64_t j = 0; j < n; ++j) l += sg[j];
     out.m[g] = m;
@@ -305,7 +306,7 @@ Tensor attention_reference(const Tensor& q, const ops::PagedKV& kv, int64_t n_pa
         m = std::max(m, scores.back());
       }
       float sum = 0.0f;
-      for (float& s : scores) sum += (s = std::exp(s - m));
+      for (float& s : scores) sum += (s = exp_portable(s - m));
       float* o = out.data<float>() + (i * heads + h) * D;
       for (int64_t j = first; j <= pos; ++j) {
         const float w = scores[size_t(j - first)] / sum;

@@ -6,6 +6,7 @@
 
 #include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/cpu/vector_math.h"
 #include "kvlm/base/thread_pool.h"
 
 namespace kvlm::ops {
@@ -62,10 +63,7 @@ Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act
   const float k = std::sqrt(2.0f / std::numbers::pi_v<float>);
   // Elementwise, so any split gives the same bits; exp and tanh dominate the MLP outside matmuls.
   thread_pool().parallel_for(size_t(gate.numel()), kElementGrain, [&](size_t b, size_t e) {
-    if (act == GateActivation::kSiLU) {
-      for (size_t i = b; i < e; ++i) o[i] = (g[i] / (1.0f + std::exp(-g[i]))) * u[i];
-      return;
-    }
+    if (act == GateActivation::kSiLU) return cpu::vector_math().silu_mul(g + b, u + b, o + b, int64_t(e - b));
     // tanh approximation of GELU ("gelu_pytorch_tanh").
     for (size_t i = b; i < e; ++i) {
       const float x = g[i];

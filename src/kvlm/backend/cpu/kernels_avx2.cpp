@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kvlm/backend/cpu/vector_math.h"
+
 #define KVLM_TARGET __attribute__((target("avx2,fma,f16c")))
 
 namespace kvlm::cpu {
@@ -51,6 +53,34 @@ struct Vec {
   static KVLM_TARGET Vec fma(Vec a, Vec b, Vec acc) {
     return {_mm256_fmadd_ps(a.lo, b.lo, acc.lo), _mm256_fmadd_ps(a.hi, b.hi, acc.hi)};
   }
+  static KVLM_TARGET Vec set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+  KVLM_TARGET void store(float* p) const { _mm256_storeu_ps(p, lo), _mm256_storeu_ps(p + 8, hi); }
+  static KVLM_TARGET Vec add(Vec a, Vec b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+  static KVLM_TARGET Vec sub(Vec a, Vec b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+  static KVLM_TARGET Vec mul(Vec a, Vec b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  static KVLM_TARGET Vec div(Vec a, Vec b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+  static KVLM_TARGET Vec neg(Vec a) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return {_mm256_xor_ps(a.lo, sign), _mm256_xor_ps(a.hi, sign)};
+  }
+  // exp_portable's operations, lane by lane.
+  static KVLM_TARGET __m256 exp8(__m256 x) {
+    using namespace exp_constants;
+    const __m256 xc = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(kHi)), _mm256_set1_ps(kLo));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), xc);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
+    __m256 p = _mm256_set1_ps(kP[0]);
+    for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP[i]));
+    const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 out = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    out = _mm256_blendv_ps(out, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, _mm256_set1_ps(kHi), _CMP_GT_OQ));
+    out = _mm256_blendv_ps(out, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(kLo), _CMP_LT_OQ));
+    return _mm256_blendv_ps(out, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
+  static KVLM_TARGET Vec exp(Vec x) { return {exp8(x.lo), exp8(x.hi)}; }
   // Lanes fold in halves: k + k+8 (lo + hi), k + k+4, k + k+2, k + k+1.
   static KVLM_TARGET float fold(Vec a) {
     const __m256 h = _mm256_add_ps(a.lo, a.hi);
@@ -72,5 +102,7 @@ namespace kvlm::cpu {
 
 void linear_rows_avx2(const LinearRows& job) { linear_rows_simd(job); }
 float dot_avx2(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
+void exp_shifted_avx2(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
+void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }
 
 }  // namespace kvlm::cpu

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kvlm/backend/cpu/vector_math.h"
+
 #define KVLM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 
 namespace kvlm::cpu {
@@ -40,6 +42,32 @@ struct Vec {
     return {_mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(scale), codes.v), _mm512_set1_ps(bias))};
   }
   static KVLM_TARGET Vec fma(Vec a, Vec b, Vec acc) { return {_mm512_fmadd_ps(a.v, b.v, acc.v)}; }
+  static KVLM_TARGET Vec set1(float x) { return {_mm512_set1_ps(x)}; }
+  KVLM_TARGET void store(float* p) const { _mm512_storeu_ps(p, v); }
+  static KVLM_TARGET Vec add(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
+  static KVLM_TARGET Vec sub(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
+  static KVLM_TARGET Vec mul(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  static KVLM_TARGET Vec div(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
+  static KVLM_TARGET Vec neg(Vec a) { return {_mm512_xor_ps(a.v, _mm512_set1_ps(-0.0f))}; }
+  // exp_portable's operations, lane by lane.
+  static KVLM_TARGET Vec exp(Vec x) {
+    using namespace exp_constants;
+    const __m512 xc = _mm512_max_ps(_mm512_min_ps(x.v, _mm512_set1_ps(kHi)), _mm512_set1_ps(kLo));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(kP[0]);
+    for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP[i]));
+    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 out = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+    out = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, _mm512_set1_ps(kHi), _CMP_GT_OQ), out,
+                               _mm512_set1_ps(__builtin_inff()));
+    out = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, _mm512_set1_ps(kLo), _CMP_LT_OQ), out,
+                               _mm512_setzero_ps());
+    return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q), out, x.v)};
+  }
   // Lanes fold in halves: k + k+8, k + k+4, k + k+2, k + k+1.
   static KVLM_TARGET float fold(Vec a) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a.v), _mm512_extractf32x8_ps(a.v, 1));
@@ -62,5 +90,7 @@ namespace kvlm::cpu {
 
 void linear_rows_avx512(const LinearRows& job) { linear_rows_simd(job); }
 float dot_avx512(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
+void exp_shifted_avx512(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
+void silu_mul_avx512(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }
 
 }  // namespace kvlm::cpu

@@ -1,10 +1,11 @@
-// The reference paths of dot.h and linear_rows.h, and the per-ISA dispatch tables.
+// The reference paths of dot.h, linear_rows.h and vector_math.h, and the per-ISA dispatch tables.
 #include <algorithm>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/backend/cpu/dot.h"
 #include "kvlm/backend/cpu/linear_rows.h"
+#include "kvlm/backend/cpu/vector_math.h"
 
 namespace kvlm::cpu {
 
@@ -28,6 +29,26 @@ void linear_rows_portable(const LinearRows& job) {
     const float* w = weight_row(*job.w, job.r0 + r, buf.data());
     for (int64_t t = 0; t < job.T; ++t) job.y[t * job.ldy + r] = dot_portable(job.x + t * in, w, in);
   }
+}
+
+void exp_shifted_portable(float* x, int64_t n, float shift) {
+  for (int64_t i = 0; i < n; ++i) x[i] = exp_portable(x[i] - shift);
+}
+
+void silu_mul_portable(const float* g, const float* u, float* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = (g[i] / (1.0f + exp_portable(-g[i]))) * u[i];
+}
+
+const VectorMathKernels& vector_math(Isa isa) {
+  static constexpr VectorMathKernels kPortable = {exp_shifted_portable, silu_mul_portable};
+  static constexpr VectorMathKernels kAvx2 = {exp_shifted_avx2, silu_mul_avx2};
+  static constexpr VectorMathKernels kAvx512 = {exp_shifted_avx512, silu_mul_avx512};
+  switch (isa) {
+    case Isa::kAvx512: return kAvx512;
+    case Isa::kAvx2: return kAvx2;
+    case Isa::kPortable: break;
+  }
+  return kPortable;
 }
 
 DotFn dot_kernel(Isa isa) {

@@ -1,8 +1,8 @@
 // The SIMD paths of dot.h and linear_rows.h, written once over a 16-lane vector type. Included by
 // kernels_avx2.cpp and kernels_avx512.cpp, which first define
 //   KVLM_TARGET   the target attribute every function here carries, and
-//   struct Vec    16 f32 lanes: zero, load, widen_bf16, widen_f16, codes4, codes8, codes_i32,
-//                 affine, fma, fold (see those files),
+//   struct Vec    16 f32 lanes: zero, set1, load, store, widen_bf16, widen_f16, codes4, codes8,
+//                 codes_i32, affine, fma, add, sub, mul, div, neg, exp, fold (see those files),
 //   kTileTokens, kTileRows, kDecodeRows   the register tile of the linear kernel.
 // Each output is one 16-lane accumulator: fma in lane order over blocks of 16, a zero-padded last
 // block, then Vec::fold, which is exactly dot_portable's order.
@@ -205,6 +205,23 @@ KVLM_TARGET float dot_simd(const float* a, const float* b, int64_t n) {
                    padded_tail(n - i, [tb](int64_t k) { return tb[k]; }), acc);
   }
   return Vec::fold(acc);
+}
+
+KVLM_TARGET void exp_shifted_simd(float* x, int64_t n, float shift) {
+  const Vec s = Vec::set1(shift);
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) Vec::exp(Vec::sub(Vec::load(x + i), s)).store(x + i);
+  for (; i < n; ++i) x[i] = exp_portable(x[i] - shift);
+}
+
+KVLM_TARGET void silu_mul_simd(const float* g, const float* u, float* o, int64_t n) {
+  const Vec one = Vec::set1(1.0f);
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) {
+    const Vec gv = Vec::load(g + i);
+    Vec::mul(Vec::div(gv, Vec::add(one, Vec::exp(Vec::neg(gv)))), Vec::load(u + i)).store(o + i);
+  }
+  for (; i < n; ++i) o[i] = (g[i] / (1.0f + exp_portable(-g[i]))) * u[i];
 }
 
 }  // namespace
