@@ -1,6 +1,9 @@
 #include "kvlm/base/probes.h"
 
 #include <cpuid.h>
+// GCC 12 reports false "uninitialized __Y" warnings inside its own AVX-512 intrinsic headers.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
