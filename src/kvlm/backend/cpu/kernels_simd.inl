@@ -94,9 +94,10 @@ struct AffineRows {
 };
 
 // y[t * ldy + j] for NT token rows of x and weight rows r .. r+NR-1.
+// `stream`: the weights come from memory for little arithmetic (decode), so prefetch them.
 template <int NT, int NR, class Rows>
 KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, float* y,
-                      int64_t ldy) {
+                      int64_t ldy, bool stream) {
   Vec acc[NT][NR];
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
     KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::zero();
@@ -104,10 +105,9 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
   for (; i + kDotLanes <= in; i += kDotLanes) {
     Vec w[NR];
     KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = rows.load(r + j, i);
-    // A decode row reads each weight once: fetch the rows two tiles ahead at the same offset now,
-    // so that memory works on them while this tile computes.
-    if constexpr (NT == 1)
-      KVLM_UNROLL for (int j = 0; j < NR; ++j) rows.prefetch(r + 2 * NR + j, i);
+    // Fetch the rows two tiles ahead at the same offset now, so that memory works on them while
+    // this tile computes.
+    if (stream) KVLM_UNROLL for (int j = 0; j < NR; ++j) rows.prefetch(r + 2 * NR + j, i);
     KVLM_UNROLL for (int t = 0; t < NT; ++t) {
       const Vec xv = Vec::load(x + t * in + i);
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::fma(xv, w[j], acc[t][j]);
@@ -130,23 +130,23 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
 // All R weight rows for NT token rows: full tiles of NR rows, then single rows.
 template <int NT, int NR, class Rows>
 KVLM_TARGET void tile_rows(const float* x, int64_t in, const Rows& rows, int64_t R, float* y,
-                           int64_t ldy) {
+                           int64_t ldy, bool stream) {
   int64_t r = 0;
-  for (; r + NR <= R; r += NR) tile<NT, NR>(x, in, rows, r, y + r, ldy);
-  for (; r < R; ++r) tile<NT, 1>(x, in, rows, r, y + r, ldy);
+  for (; r + NR <= R; r += NR) tile<NT, NR>(x, in, rows, r, y + r, ldy, stream);
+  for (; r < R; ++r) tile<NT, 1>(x, in, rows, r, y + r, ldy, stream);
 }
 
 // Token rows t .. T-1 in tiles of NT, the remainder in halving tiles (NT/2, ..., 1).
 template <int NT, class Rows>
 KVLM_TARGET void tile_tokens(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t R,
-                             float* y, int64_t ldy) {
+                             float* y, int64_t ldy, bool stream) {
   int64_t t = 0;
   for (; t + NT <= T; t += NT) {
-    if constexpr (NT == 1) tile_rows<1, kDecodeRows>(x + t * in, in, rows, R, y + t * ldy, ldy);
-    else tile_rows<NT, kTileRows>(x + t * in, in, rows, R, y + t * ldy, ldy);
+    if constexpr (NT == 1) tile_rows<1, kDecodeRows>(x + t * in, in, rows, R, y + t * ldy, ldy, stream);
+    else tile_rows<NT, kTileRows>(x + t * in, in, rows, R, y + t * ldy, ldy, stream);
   }
   if constexpr (NT > 1)
-    if (t < T) tile_tokens<NT / 2>(x + t * in, T - t, in, rows, R, y + t * ldy, ldy);
+    if (t < T) tile_tokens<NT / 2>(x + t * in, T - t, in, rows, R, y + t * ldy, ldy, stream);
 }
 
 // Token blocks sized so that a block of x stays in the L2 cache while the weight rows stream past.
@@ -157,9 +157,11 @@ KVLM_TARGET void run(const LinearRows& job, const Rows& rows) {
   const int64_t in = job.w->in_features;
   const int64_t block =
       std::max<int64_t>(kTileTokens, kTokenBlockBytes / (in * 4) / kTileTokens * kTileTokens);
+  // Up to two tiles of tokens (decode, small batches) do little arithmetic per weight read.
+  const bool stream = job.T <= 2 * kTileTokens;
   for (int64_t t = 0; t < job.T; t += block)
     tile_tokens<kTileTokens>(job.x + t * in, std::min(block, job.T - t), in, rows, job.R,
-                             job.y + t * job.ldy, job.ldy);
+                             job.y + t * job.ldy, job.ldy, stream);
 }
 
 template <int kBits>
