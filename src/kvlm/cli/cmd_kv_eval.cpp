@@ -24,7 +24,8 @@ constexpr const char* kHelp =
 
 struct Options {
   std::string model_dir, file, baseline = "bf16";
-  int context = 512, stride = 256, prefill_chunk = 512, threads = 0;
+  int threads = 0;
+  PerplexityOptions window;
   int64_t max_tokens = 0, random_tokens = 0;
   ModelLoadOptions load;
 };
@@ -63,17 +64,13 @@ int run(const Options& o) {
                                     ? random_ids(o.random_tokens, test->config().vocab_size)
                                     : Tokenizer::from_model_dir(dir).encode(read_file(o.file), true);
   if (o.max_tokens > 0 && int64_t(tokens.size()) > o.max_tokens) tokens.resize(size_t(o.max_tokens));
-  PerplexityOptions opts;
-  opts.context = o.context;
-  opts.stride = o.stride;
-  opts.prefill_chunk = o.prefill_chunk;
-  const KVEvalResult r = kv_eval(*base, *test, tokens, opts);
+  const KVEvalResult r = kv_eval(*base, *test, tokens, o.window);
   const KVPool& tp = test->kv_pool();
   const KVPool& bp = base->kv_pool();
   const double delta = 100.0 * (r.perplexity_test() / r.perplexity_baseline() - 1.0);
   std::printf("scheme: %s\nbaseline: %s\n", scheme_name(tp).c_str(), scheme_name(bp).c_str());
   std::printf("tokens: %zu (scored: %lld, context %d, stride %d)\n", tokens.size(),
-              (long long)r.scored_tokens, o.context, o.stride);
+              (long long)r.scored_tokens, o.window.context, o.window.stride);
   std::printf("bits per element: %.3f (baseline %.3f)\n", bits_per_element(tp), bits_per_element(bp));
   std::printf("KV bytes per token: %lld (baseline %lld)\n", (long long)tp.bytes_per_token(),
               (long long)bp.bytes_per_token());
@@ -101,16 +98,7 @@ Runner setup(CLI::App& sub) {
   });
   sub.add_option("--baseline", o->baseline, "The reference cache, a --kv-quant spelling")
       ->capture_default_str();
-  sub.add_option("--context,-c", o->context, "Tokens per window")->check(CLI::Range(2, 1 << 30))->capture_default_str();
-  sub.add_option("--stride,-s", o->stride, "Tokens between window starts (1..context)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  sub.add_option("--max-tokens", o->max_tokens, "Evaluate only the first N tokens of the file (0 = all)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  sub.add_option("--prefill-chunk", o->prefill_chunk, "Tokens per forward pass within a window")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_window_options(sub, o->window, o->max_tokens);
   add_model_run_options(sub, o->threads, o->load);
   return [o] { return run(*o); };
 }

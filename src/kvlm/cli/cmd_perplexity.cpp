@@ -23,7 +23,8 @@ constexpr const char* kHelp =
 struct Options {
   std::string model_dir;
   std::string file;
-  int context = 512, stride = 256, prefill_chunk = 512, threads = 0;
+  int threads = 0;
+  PerplexityOptions window;
   int64_t max_tokens = 0;
   ModelLoadOptions load;
 };
@@ -34,13 +35,9 @@ int run(const Options& o) {
   LoadedModel loaded = load_model(dir, o.threads, o.load);
   std::vector<int32_t> tokens = loaded.tokenizer.encode(text, true);
   if (o.max_tokens > 0 && int64_t(tokens.size()) > o.max_tokens) tokens.resize(size_t(o.max_tokens));
-  PerplexityOptions opts;
-  opts.context = o.context;
-  opts.stride = o.stride;
-  opts.prefill_chunk = o.prefill_chunk;
-  const PerplexityResult r = perplexity(*loaded.model, tokens, opts);
+  const PerplexityResult r = perplexity(*loaded.model, tokens, o.window);
   std::printf("tokens: %zu (scored: %lld, windows: %lld, context %d, stride %d)\n", tokens.size(),
-              (long long)r.scored_tokens, (long long)r.windows, o.context, o.stride);
+              (long long)r.scored_tokens, (long long)r.windows, o.window.context, o.window.stride);
   std::printf("mean NLL: %.6f\nperplexity: %.4f\n", r.mean_nll(), r.perplexity());
   std::fprintf(stderr, "load: %.3f s, evaluation: %.2f s (%.1f scored tokens/s)\n", loaded.load_seconds, r.seconds,
                r.seconds > 0 ? double(r.scored_tokens) / r.seconds : 0.0);
@@ -52,16 +49,7 @@ Runner setup(CLI::App& sub) {
   sub.description(kHelp);
   sub.add_option("model_dir", o->model_dir, "Model folder (default: the bundled model)");
   sub.add_option("--file,-f", o->file, "UTF-8 text file to evaluate")->required();
-  sub.add_option("--context,-c", o->context, "Tokens per window")->check(CLI::Range(2, 1 << 30))->capture_default_str();
-  sub.add_option("--stride,-s", o->stride, "Tokens between window starts (1..context)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  sub.add_option("--max-tokens", o->max_tokens, "Evaluate only the first N tokens of the file (0 = all)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  sub.add_option("--prefill-chunk", o->prefill_chunk, "Tokens per forward pass within a window")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_window_options(sub, o->window, o->max_tokens);
   add_model_run_options(sub, o->threads, o->load);
   return [o] { return run(*o); };
 }

@@ -37,4 +37,19 @@ LoadedModel load_model(const std::string& dir, int threads, const ModelLoadOptio
   return LoadedModel{std::move(model), std::move(tokenizer), seconds};
 }
 
+void add_window_options(CLI::App& sub, PerplexityOptions& window, int64_t& max_tokens) {
+  sub.add_option("--context,-c", window.context, "Tokens per window")
+      ->check(CLI::Range(2, 1 << 30))
+      ->capture_default_str();
+  sub.add_option("--stride,-s", window.stride, "Tokens between window starts (1..context)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub.add_option("--max-tokens", max_tokens, "Evaluate only the first N tokens of the file (0 = all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub.add_option("--prefill-chunk", window.prefill_chunk, "Tokens per forward pass within a window")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
 }  // namespace kvlm::cli

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "kvlm/engine/perplexity.h"
 #include "kvlm/model/model.h"
 #include "kvlm/text/tokenizer.h"
 
@@ -21,6 +22,9 @@ struct LoadedModel {
 
 // Adds --threads and the KV codec flags (add_kv_quant_options) to `sub`.
 void add_model_run_options(CLI::App& sub, int& threads, ModelLoadOptions& load);
+
+// --context, --stride, --prefill-chunk and --max-tokens of the verbs that score text in windows.
+void add_window_options(CLI::App& sub, PerplexityOptions& window, int64_t& max_tokens);
 
 // Sizes the global thread pool, then loads dir's checkpoint (with `load`) and tokenizer. Error if
 // dir is not a folder with a config.json.

@@ -49,16 +49,6 @@ void store_scalar(uint8_t* at, float v, DType dt) {
   }
 }
 
-float load_scalar(const uint8_t* at, DType dt) {
-  if (dt == DType::kF32) {
-    float v;
-    std::memcpy(&v, at, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, at, 2);
-  return dt == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
 
 float round_to(float v, DType dt) {
   return dt == DType::kF32   ? v
@@ -83,7 +73,7 @@ void pass_encode(const KVCodec& c, const float* x, uint8_t* row) {
 template <DType kDt>
 void pass_decode(const KVCodec& c, const uint8_t* row, float* out) {
   for (int i = 0; i < c.head_dim(); ++i)
-    out[i] = load_scalar(row + size_t(i) * dtype_size(kDt), kDt);
+    out[i] = load_kv_scalar(row + size_t(i) * dtype_size(kDt), kDt);
 }
 
 template <DType kDt>
@@ -154,8 +144,8 @@ void affine_decode(const KVCodec& c, const uint8_t* row, float* out) {
   const int groups = d / s.group_size;
   std::memcpy(packed, row, code_bytes);  // the row may not be 4-byte aligned
   for (int g = 0; g < groups; ++g) {
-    scales[g] = load_scalar(row + code_bytes + size_t(g) * psize, s.param_dtype);
-    biases[g] = load_scalar(row + code_bytes + size_t(groups + g) * psize, s.param_dtype);
+    scales[g] = load_kv_scalar(row + code_bytes + size_t(g) * psize, s.param_dtype);
+    biases[g] = load_kv_scalar(row + code_bytes + size_t(groups + g) * psize, s.param_dtype);
   }
   affine_dequantize_row(packed, scales, biases, d, affine_of(s), out);
 }
@@ -345,6 +335,17 @@ KVCodec::KVCodec(const KVCodecSpec& spec, int head_dim)
 void KVCodec::decode_value_row(const uint8_t* row, float* out) const {
   decode_value_row_rotated(row, out);
   inverse_value_transform(out);
+}
+
+float load_kv_scalar(const uint8_t* at, DType dt) {
+  if (dt == DType::kF32) {
+    float v;
+    std::memcpy(&v, at, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, at, 2);
+  return dt == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
 }  // namespace kvlm

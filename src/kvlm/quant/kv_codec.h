@@ -87,6 +87,9 @@ struct KVCodecTraits {
 
 const KVCodecTraits& kv_codec_traits(KVCodecKind kind);
 
+// One f32/f16/bf16 value stored in a codec row (unaligned), widened to f32.
+float load_kv_scalar(const uint8_t* at, DType dt);
+
 // A validated codec for one head_dim. Cheap to copy; the row functions are const and
 // thread-safe. Inputs are f32 rows holding model-dtype values; outputs are f32.
 class KVCodec {

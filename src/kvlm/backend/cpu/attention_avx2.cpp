@@ -26,18 +26,6 @@ float load_f16(const uint8_t* at) {
   return f16_to_f32(h);
 }
 
-// A scale or bias of an affine row in its parameter dtype, widened.
-float load_param(const uint8_t* at, DType dt) {
-  if (dt == DType::kF32) {
-    float v;
-    std::memcpy(&v, at, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, at, 2);
-  return dt == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
-
 KVLM_AVX2 const float* f32_row(const KVCodec&, const uint8_t* row, float*) {
   return reinterpret_cast<const float*>(row);
 }
@@ -138,8 +126,8 @@ KVLM_AVX2 const float* affine_row(const KVCodec& c, const uint8_t* row, float* b
   const uint8_t* scales = row + size_t(d) * kBits / 8;
   const uint8_t* biases = scales + size_t(groups) * psize;
   for (int g = 0; g < groups; ++g) {
-    const __m256 scale = _mm256_set1_ps(load_param(scales + size_t(g) * psize, s.param_dtype));
-    const __m256 bias = _mm256_set1_ps(load_param(biases + size_t(g) * psize, s.param_dtype));
+    const __m256 scale = _mm256_set1_ps(load_kv_scalar(scales + size_t(g) * psize, s.param_dtype));
+    const __m256 bias = _mm256_set1_ps(load_kv_scalar(biases + size_t(g) * psize, s.param_dtype));
     for (int i = g * s.group_size; i < (g + 1) * s.group_size; i += 8) {
       const __m256 code = _mm256_cvtepi32_ps(codes8<kBits>(row, i));
       _mm256_storeu_ps(buf + i, _mm256_add_ps(_mm256_mul_ps(scale, code), bias));
