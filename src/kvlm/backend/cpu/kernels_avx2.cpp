@@ -26,16 +26,23 @@ struct Vec {
     return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
   }
-  static KVLM_TARGET __m256 nibbles8(__m128i dup) {
-    const __m256i shift = _mm256_set_epi32(4, 0, 4, 0, 4, 0, 4, 0);
-    const __m256i w = _mm256_srlv_epi32(_mm256_cvtepu8_epi32(dup), shift);
-    return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(15)));
+  static KVLM_TARGET Vec iota16() {
+    return {_mm256_set_ps(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set_ps(15, 14, 13, 12, 11, 10, 9, 8)};
   }
-  // 16 4-bit codes from 8 bytes: code 2j is the low nibble of byte j, code 2j+1 the high one.
-  static KVLM_TARGET Vec codes4(const uint8_t* p) {
+  // table[index & 15] for 8 lanes: two 8-entry permutes (low 3 bits), bit 3 picks the half.
+  static KVLM_TARGET __m256 lookup8(Vec table, __m256i index) {
+    const __m256 half = _mm256_castsi256_ps(_mm256_slli_epi32(index, 28));
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(table.lo, index),
+                            _mm256_permutevar8x32_ps(table.hi, index), half);
+  }
+  // table[code] for 16 4-bit codes (code 2j is the low nibble of byte j, code 2j+1 the high one;
+  // the other nibble is never read).
+  static KVLM_TARGET Vec lut4(Vec table, const uint8_t* p) {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     const __m128i dup = _mm_unpacklo_epi8(b, b);
-    return {nibbles8(dup), nibbles8(_mm_srli_si128(dup, 8))};
+    const __m256i shift = _mm256_set_epi32(4, 0, 4, 0, 4, 0, 4, 0);
+    return {lookup8(table, _mm256_srlv_epi32(_mm256_cvtepu8_epi32(dup), shift)),
+            lookup8(table, _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(dup, 8)), shift))};
   }
   static KVLM_TARGET Vec codes8(const uint8_t* p) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));

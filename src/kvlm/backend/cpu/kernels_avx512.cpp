@@ -25,12 +25,17 @@ struct Vec {
   static KVLM_TARGET Vec widen_f16(const uint16_t* p) {
     return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
   }
-  // 16 4-bit codes from 8 bytes: code 2j is the low nibble of byte j, code 2j+1 the high one.
-  static KVLM_TARGET Vec codes4(const uint8_t* p) {
+  static KVLM_TARGET Vec iota16() {
+    return {_mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)};
+  }
+  // table[code] for 16 4-bit codes (code 2j is the low nibble of byte j, code 2j+1 the high
+  // one); the permute reads the low 4 bits of
+  // each index, so the other nibble needs no mask.
+  static KVLM_TARGET Vec lut4(Vec table, const uint8_t* p) {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     const __m512i w = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));
     const __m512i shift = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
-    return {_mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(w, shift), _mm512_set1_epi32(15)))};
+    return {_mm512_permutexvar_ps(_mm512_srlv_epi32(w, shift), table.v)};
   }
   static KVLM_TARGET Vec codes8(const uint8_t* p) {
     return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};

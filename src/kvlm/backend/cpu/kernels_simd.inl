@@ -1,8 +1,8 @@
-// The SIMD paths of dot.h and linear_rows.h, written once over a 16-lane vector type. Included by
-// kernels_avx2.cpp and kernels_avx512.cpp, which first define
+// The SIMD paths of dot.h, linear_rows.h and vector_math.h, written once over a 16-lane vector
+// type. Included by kernels_avx2.cpp and kernels_avx512.cpp, which first define
 //   KVLM_TARGET   the target attribute every function here carries, and
-//   struct Vec    16 f32 lanes: zero, set1, load, store, widen_bf16, widen_f16, codes4, codes8,
-//                 codes_i32, affine, fma, add, sub, mul, div, neg, exp, fold (see those files),
+//   struct Vec    16 f32 lanes: zero, set1, iota16, load, store, widen_bf16, widen_f16, lut4,
+//                 codes8, codes_i32, affine, fma, add, sub, mul, div, neg, exp, fold,
 //   kTileTokens, kTileRows, kDecodeRows   the register tile of the linear kernel.
 // Each output is one 16-lane accumulator: fma in lane order over blocks of 16, a zero-padded last
 // block, then Vec::fold, which is exactly dot_portable's order.
@@ -33,6 +33,7 @@ KVLM_TARGET inline Vec padded_tail(int64_t n, Load load_value) {
 // Weight-row readers: load(r, i) yields weights i .. i+15 of row r (relative to the job's r0) as
 // cpu::weight_row produces them; tail(r, i, n) the zero-padded partial block.
 struct F32Rows {
+  static constexpr bool kTables = false;
   const float* base;
   int64_t stride;
   KVLM_TARGET Vec load(int64_t r, int64_t i) const { return Vec::load(base + r * stride + i); }
@@ -45,6 +46,7 @@ struct F32Rows {
 
 template <bool kBF16>
 struct HalfRows {
+  static constexpr bool kTables = false;
   const uint16_t* base;
   int64_t stride;
   KVLM_TARGET Vec load(int64_t r, int64_t i) const {
@@ -59,10 +61,13 @@ struct HalfRows {
 };
 
 // MLX affine rows, dequantized in registers: scale * float(code) + bias, the multiply and the add
-// rounded separately as in affine_dequantize_row. kBits 4 and 8 unpack with vector shuffles; 0
-// means any other width, unpacked by scalar code. Groups (32/64/128) are whole 16-blocks.
+// rounded separately as in affine_dequantize_row. kBits 8 unpacks with a vector widening, 0 means
+// any width but 4 and 8, unpacked by scalar code. Groups (32/64/128) are whole 16-blocks.
+// 4-bit rows compute each group's 16 possible values once (table) and look the codes up with
+// permutes (lookup): the same values, with no conversion or arithmetic per weight.
 template <int kBits>
 struct AffineRows {
+  static constexpr bool kTables = kBits == 4;
   const uint32_t* packed;
   int64_t words;                  // packed words per row
   const float *scales, *biases;   // widened, [rows, groups]
@@ -71,7 +76,6 @@ struct AffineRows {
 
   KVLM_TARGET Vec codes(int64_t r, int64_t i) const {
     const uint32_t* row = packed + r * words;
-    if constexpr (kBits == 4) return Vec::codes4(reinterpret_cast<const uint8_t*>(row) + i / 2);
     if constexpr (kBits == 8) return Vec::codes8(reinterpret_cast<const uint8_t*>(row) + i);
     alignas(64) int32_t c[kDotLanes];
     for (int64_t k = 0; k < kDotLanes; ++k) c[k] = int32_t(affine_code(row, i + k, bits));
@@ -83,6 +87,13 @@ struct AffineRows {
   KVLM_TARGET Vec load(int64_t r, int64_t i) const {
     const int64_t g = r * groups + i / group_size;
     return Vec::affine(codes(r, i), scales[g], biases[g]);
+  }
+  KVLM_TARGET Vec table(int64_t r, int64_t i) const {
+    const int64_t g = r * groups + i / group_size;
+    return Vec::affine(Vec::iota16(), scales[g], biases[g]);
+  }
+  KVLM_TARGET Vec lookup(Vec table, int64_t r, int64_t i) const {
+    return Vec::lut4(table, reinterpret_cast<const uint8_t*>(packed + r * words) + i / 2);
   }
   KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
     const uint32_t* row = packed + r * words;
@@ -101,10 +112,17 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
   Vec acc[NT][NR];
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
     KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::zero();
+  [[maybe_unused]] Vec tables[NR];
   int64_t i = 0;
   for (; i + kDotLanes <= in; i += kDotLanes) {
     Vec w[NR];
-    KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = rows.load(r + j, i);
+    if constexpr (Rows::kTables) {
+      if (i % rows.group_size == 0)
+        KVLM_UNROLL for (int j = 0; j < NR; ++j) tables[j] = rows.table(r + j, i);
+      KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = rows.lookup(tables[j], r + j, i);
+    } else {
+      KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = rows.load(r + j, i);
+    }
     // Fetch the rows two tiles ahead at the same offset now, so that memory works on them while
     // this tile computes.
     if (stream) KVLM_UNROLL for (int j = 0; j < NR; ++j) rows.prefetch(r + 2 * NR + j, i);
