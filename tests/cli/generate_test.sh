@@ -2,21 +2,7 @@
 # End-to-end test of `kvlm generate` on the bundled default model.
 # $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
-kvlm="$1"
-root="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# expect_error NEEDLE ARGS...: the command must exit 1 and name the problem on stderr.
-expect_error() {
-  local needle="$1"; shift
-  local rc=0
-  "$kvlm" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  [[ $rc -eq 1 ]] || fail "'$*' exited $rc, expected 1"
-  grep -qF -- "$needle" "$tmp/err" || fail "'$*': stderr lacks '$needle': $(cat "$tmp/err")"
-}
+source "$(dirname "$0")/cli_test_lib.sh"
 
 # The README's main command: a plain continuation on the default model.
 "$kvlm" generate --max-tokens 8 --temp 0 "The jury said" >"$tmp/out" 2>"$tmp/err" ||

@@ -3,12 +3,7 @@
 # generate and kv-eval with the bundled default model (head_dim 64).
 # $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
-kvlm="$1"
-root="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_test_lib.sh"
 
 cat >"$tmp/text.txt" <<'TEXT'
 The jury further said in term-end presentments that the City Executive Committee, which had
@@ -35,12 +30,6 @@ echo '[{"layer_idx": 0, "bits": 4, "group_size": 32}]' >"$tmp/kv_config.json"
 [[ -n "$(ppl "$tmp/config")" ]] || fail "no perplexity with --kv-quant config"
 
 # Bad values exit 1 with the message naming the value, the file, the entry or the field.
-expect_error() {  # expect_error MESSAGE ARGS...
-  local want="$1"; shift
-  local rc=0
-  "$kvlm" "$@" >/dev/null 2>"$tmp/err" || rc=$?
-  [[ $rc -eq 1 ]] && grep -qF -- "$want" "$tmp/err" || fail "'$*' should fail with '$want' (rc $rc): $(cat "$tmp/err")"
-}
 expect_error "--kv-quant: unknown value 'turbo:k8'" perplexity --file "$tmp/text.txt" --kv-quant turbo:k8
 expect_error "--kv-quant 7 --kv-group-size 64: MLX affine KV takes bits 2, 3, 4, 5, 6 or 8" \
   generate --kv-quant 7 -n 1 "Hello"

@@ -2,12 +2,7 @@
 # End-to-end test of `kvlm perplexity` on the bundled default model.
 # $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
-kvlm="$1"
-root="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_test_lib.sh"
 
 cat >"$tmp/text.txt" <<'TEXT'
 The jury further said in term-end presentments that the City Executive Committee, which had

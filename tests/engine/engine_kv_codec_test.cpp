@@ -97,15 +97,7 @@ TEST_P(EngineKVCodec, ChunkedPrefillAndPrefixHitEqualOneShotPrefill) {
     const Outcome chunked = test::run_solo(model, r, {1, chunk, 2048, 0});
     test::expect_identical(chunked, reference, std::string(GetParam()) + " chunk " + std::to_string(chunk));
   }
-  Engine engine(model, test::bundled_tokenizer(), {1, 512, 2048, -1});
-  Collector c;
-  GenerationRequest donor = r;
-  donor.prompt.resize(65);
-  donor.max_tokens = 1;
-  engine.submit(donor, c.callback(0));
-  c.wait(1);
-  engine.submit(r, c.callback(1));
-  const Outcome hit = c.wait(2).at(1);
+  const Outcome hit = test::run_after_prefix_donor(model, r);
   EXPECT_EQ(hit.cached_tokens, 64);
   test::expect_identical(hit, reference, std::string(GetParam()) + " prefix-cache hit");
 }

@@ -109,16 +109,8 @@ TEST(EngineChunkedPrefill, FullDistributionsAreIdenticalForEveryChunking) {
     const Outcome chunked = test::run_solo(model, r, {1, chunk, 2048, 0});
     test::expect_identical(chunked, reference, "prefill chunk " + std::to_string(chunk));
   }
-  // From a prefix hit: a donor with the same first 64 tokens leaves 4 blocks in the cache.
-  Engine engine(model, test::bundled_tokenizer(), {1, 512, 2048, -1});
-  Collector c;
-  GenerationRequest donor = r;
-  donor.prompt.resize(65);
-  donor.max_tokens = 1;
-  engine.submit(donor, c.callback(0));
-  c.wait(1);
-  engine.submit(r, c.callback(1));
-  const Outcome hit = c.wait(2).at(1);
+  // From a prefix hit: the first 64 tokens (4 blocks) come from the cache.
+  const Outcome hit = test::run_after_prefix_donor(model, r);
   EXPECT_EQ(hit.cached_tokens, 64);
   test::expect_identical(hit, reference, "prefix-cache hit");
 }

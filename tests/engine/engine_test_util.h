@@ -178,4 +178,18 @@ inline Outcome run_solo(const std::shared_ptr<Model>& model, const GenerationReq
   return c.wait(1).at(0);
 }
 
+// Runs `req` (a prompt of more than 64 tokens) in an engine whose prefix cache already holds its
+// first 64 tokens, left there by a donor request with the same first 65 tokens.
+inline Outcome run_after_prefix_donor(const std::shared_ptr<Model>& model, const GenerationRequest& req) {
+  Engine engine(model, bundled_tokenizer(), {1, 512, 2048, -1});
+  Collector c;
+  GenerationRequest donor = req;
+  donor.prompt.resize(65);
+  donor.max_tokens = 1;
+  engine.submit(donor, c.callback(0));
+  c.wait(1);
+  engine.submit(req, c.callback(1));
+  return c.wait(2).at(1);
+}
+
 }  // namespace kvlm::test
