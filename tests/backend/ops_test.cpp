@@ -225,6 +225,40 @@ TEST(Linear, RowsDoNotDependOnBatchOrThreads) {
   EXPECT_EQ(std::memcmp(row3.raw(), all1.slice(0, 3, 4).raw(), row3.nbytes()), 0);
 }
 
+TEST(Linear, ManyInOneRoundEqualsEachAlone) {
+  // Odd row counts so the pool's chunks straddle weights; formats and a bias mixed.
+  const Weight a = dense_weight(to_bf16(random_values(37 * 64, 7), {37, 64}),
+                                Tensor::from_f32(random_values(37, 8), {37}));
+  const AffineSpec spec{4, 32};
+  const AffineWeight q = affine_quantize(Tensor::from_f32(random_values(21 * 64, 9), {21, 64}),
+                                         spec, DType::kBF16);
+  const Weight b = affine_weight(q.packed, q.scales, q.biases, spec);
+  const Weight c = dense_weight(Tensor::from_f32(random_values(5 * 64, 10), {5, 64}));
+  const Tensor x = Tensor::from_f32(random_values(3 * 64, 11), {3, 64});
+  ThreadPool three(3);
+  set_thread_pool(&three);
+  const Weight* ws[] = {&a, &b, &c};
+  const std::vector<Tensor> many = linear_many(x, ws);
+  set_thread_pool(nullptr);
+  ASSERT_EQ(many.size(), 3u);
+  EXPECT_TRUE(same_bits(many[0], linear(x, a)));
+  EXPECT_TRUE(same_bits(many[1], linear(x, b)));
+  EXPECT_TRUE(same_bits(many[2], linear(x, c)));
+}
+
+TEST(Linear, ManyRejectsAWeightOfAnotherWidth) {
+  const Weight a = dense_weight(Tensor::from_f32(random_values(4 * 8, 12), {4, 8}));
+  const Weight b = dense_weight(Tensor::from_f32(random_values(4 * 6, 13), {4, 6}));
+  const Tensor x = Tensor::from_f32(random_values(8, 14), {1, 8});
+  const Weight* ws[] = {&a, &b};
+  try {
+    linear_many(x, ws);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "linear: input f32[1, 8] cpu does not match a weight with 6 inputs");
+  }
+}
+
 TEST(Embedding, GathersWidenedRowsAndRejectsBadIds) {
   const Weight table = dense_weight(to_bf16({1, 2, 3, 4, 5, 6}, {3, 2}));
   const int32_t ids[] = {2, 2, 0};

@@ -55,6 +55,9 @@ Tensor embedding(const Weight& table, std::span<const int32_t> ids);
 
 // y = x · Wᵀ (+ bias): x f32 [T, in] -> f32 [T, out].
 Tensor linear(const Tensor& x, const Weight& w);
+// linear(x, *ws[i]) for every weight, computed in one pool round (q/k/v and gate/up read the
+// same input; in decode a round per projection would wait for the slowest thread each time).
+std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws);
 
 enum class NormWeight { kPlain, kOnePlus };  // w·x̂ (llama) or (1+w)·x̂ (gemma)
 

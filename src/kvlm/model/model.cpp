@@ -145,9 +145,11 @@ void Model::Impl::check_batch(const Batch& b) const {
 Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Tensor& x,
                                     const Batch& b, const std::vector<int32_t>& positions) const {
   const int64_t T = x.dim(0), Hq = cfg.num_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
-  Tensor q = ops::linear(x, lw.q).reshape({T, Hq, D});
-  Tensor k = ops::linear(x, lw.k).reshape({T, Hkv, D});
-  const Tensor v = ops::linear(x, lw.v).reshape({T, Hkv, D});
+  const ops::Weight* qkv_weights[] = {&lw.q, &lw.k, &lw.v};
+  const std::vector<Tensor> qkv = ops::linear_many(x, qkv_weights);
+  Tensor q = qkv[0].reshape({T, Hq, D});
+  Tensor k = qkv[1].reshape({T, Hkv, D});
+  const Tensor v = qkv[2].reshape({T, Hkv, D});
   if (cfg.qk_norm) {
     q = ops::rms_norm(q.reshape({T * Hq, D}), lw.q_norm, cfg.rms_norm_eps).reshape({T, Hq, D});
     k = ops::rms_norm(k.reshape({T * Hkv, D}), lw.k_norm, cfg.rms_norm_eps).reshape({T, Hkv, D});
@@ -168,9 +170,9 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
 }
 
 Tensor Model::Impl::mlp_block(const LayerWeights& lw, const Tensor& x) const {
-  const Tensor gate = ops::linear(x, lw.gate);
-  const Tensor up = ops::linear(x, lw.up);
-  return ops::linear(ops::gated_activation(gate, up, cfg.mlp_activation), lw.down);
+  const ops::Weight* gate_up_weights[] = {&lw.gate, &lw.up};
+  const std::vector<Tensor> gate_up = ops::linear_many(x, gate_up_weights);
+  return ops::linear(ops::gated_activation(gate_up[0], gate_up[1], cfg.mlp_activation), lw.down);
 }
 
 Tensor Model::forward(const Batch& b) {

@@ -23,6 +23,19 @@ void check_weight(const Weight& w, const char* op) {
   if (w.has_bias()) cpu::check_cpu_contiguous(w.bias, op, "bias");
 }
 
+// Output features lo .. hi-1 of y = x · Wᵀ (+ bias) for every token row.
+void linear_rows(cpu::LinearRowsFn kernel, const Tensor& x, const Weight& w, int64_t lo, int64_t hi,
+                 Tensor& y) {
+  const int64_t T = x.dim(0), out_f = w.out_features;
+  float* yp = y.data<float>();
+  kernel({x.data<float>(), T, &w, lo, hi - lo, yp + lo, out_f});
+  if (!w.has_bias()) return;
+  std::vector<float> bias(size_t(hi - lo));
+  cpu::widen(w.bias, lo, hi - lo, bias.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t r = lo; r < hi; ++r) yp[t * out_f + r] += bias[size_t(r - lo)];
+}
+
 }  // namespace
 
 Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
@@ -45,26 +58,34 @@ Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Weight& w) {
+std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws) {
   const ProfileScope profile(OpKind::kLinear);
   cpu::check_f32(x, 2, "linear", "input");
-  check_weight(w, "linear");
-  check(x.dim(1) == w.in_features, "linear: input " + x.describe() + " does not match a weight with " +
-                                       std::to_string(w.in_features) + " inputs");
-  const int64_t T = x.dim(0), out_f = w.out_features;
-  Tensor out = Tensor::empty({T, out_f}, DType::kF32);
-  const float* xp = x.data<float>();
-  float* op = out.data<float>();
+  const int64_t T = x.dim(0);
+  std::vector<Tensor> outs;
+  std::vector<int64_t> first_row = {0};  // weight i owns rows first_row[i] .. first_row[i+1]-1
+  for (const Weight* w : ws) {
+    check_weight(*w, "linear");
+    check(x.dim(1) == w->in_features, "linear: input " + x.describe() +
+                                          " does not match a weight with " +
+                                          std::to_string(w->in_features) + " inputs");
+    outs.push_back(Tensor::empty({T, w->out_features}, DType::kF32));
+    first_row.push_back(first_row.back() + w->out_features);
+  }
   const cpu::LinearRowsFn kernel = cpu::linear_rows_kernel(cpu::cpu_isa());
-  thread_pool().parallel_for(size_t(out_f), size_t(kRowBlock), [&](size_t b, size_t e) {
-    kernel({xp, T, &w, int64_t(b), int64_t(e - b), op + b, out_f});
-    if (!w.has_bias()) return;
-    std::vector<float> bias(e - b);
-    cpu::widen(w.bias, int64_t(b), int64_t(e - b), bias.data());
-    for (int64_t t = 0; t < T; ++t)
-      for (size_t r = 0; r < e - b; ++r) op[t * out_f + int64_t(b + r)] += bias[r];
+  thread_pool().parallel_for(size_t(first_row.back()), size_t(kRowBlock), [&](size_t b, size_t e) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const int64_t lo = std::max<int64_t>(int64_t(b), first_row[i]) - first_row[i];
+      const int64_t hi = std::min<int64_t>(int64_t(e), first_row[i + 1]) - first_row[i];
+      if (lo < hi) linear_rows(kernel, x, *ws[i], lo, hi, outs[i]);
+    }
   });
-  return out;
+  return outs;
+}
+
+Tensor linear(const Tensor& x, const Weight& w) {
+  const Weight* one[] = {&w};
+  return std::move(linear_many(x, one)[0]);
 }
 
 Tensor gather_rows(const Tensor& x, std::span<const int32_t> rows) {
