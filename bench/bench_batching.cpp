@@ -27,7 +27,7 @@ struct Shared {
 
 const Shared& shared() {
   static const Shared s = [] {
-    if (const char* t = std::getenv("KVLM_BENCH_THREADS")) kvlm::ThreadPool::configure_global(std::atoi(t));
+    if (const char* t = std::getenv("KVLM_BENCH_THREADS")) kvlm::ThreadPool::configure_global({std::atoi(t)});
     const std::string dir = std::string(KVLM_MODELS_DIR) + "/default";
     kvlm::ModelLoadOptions o;
     o.kv_budget_bytes = int64_t(256) << 20;

@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
   app.add_option("--model", model_dir, "Model folder (default: write the synthetic 0.5B shape to /tmp)");
   CLI11_PARSE(app, argc, argv);
   try {
-    kvlm::ThreadPool::configure_global(threads);
+    kvlm::ThreadPool::configure_global({threads});
     std::string tmp;
     if (model_dir.empty()) {
       tmp = (std::filesystem::temp_directory_path() / "kvlm_bench_kv_decode_0.5b").string();

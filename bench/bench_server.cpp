@@ -177,7 +177,7 @@ int main(int argc, char** argv) try {
   Args a = parse_args(argc, argv);
   const std::string tokenizer_dir = a.model_dir;
   if (!a.synthetic.empty()) a.model_dir = synthetic_model(a.synthetic, tokenizer_dir);
-  if (a.threads > 0) ThreadPool::configure_global(a.threads);
+  if (a.threads > 0) ThreadPool::configure_global({a.threads});
   auto model = std::shared_ptr<Model>(Model::load(a.model_dir));
   auto tok = std::make_shared<const Tokenizer>(Tokenizer::from_model_dir(a.model_dir));
   EngineOptions eo;

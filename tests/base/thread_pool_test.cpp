@@ -1,6 +1,8 @@
 #include "kvlm/base/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -34,6 +36,25 @@ TEST(ThreadPool, BackToBackAndAfterSleepJobsAllComplete) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(total.load(), int64_t(3) * 2000 * 30);
+}
+
+TEST(ThreadPool, PinnedWorkersEachRunOnTheirOwnPhysicalCore) {
+  const std::vector<int> cpus = physical_core_cpus();
+  ASSERT_FALSE(cpus.empty());
+  ASSERT_EQ(physical_core_count(), int(cpus.size()));
+  const int threads = 3;
+  ThreadPool pool(ThreadOptions{threads, true});
+  std::vector<std::vector<int>> seen(threads);
+  // One index per chunk: chunk i runs on worker i (the caller takes chunk 0 and is not pinned).
+  pool.parallel_for(threads, 1, [&](size_t b, size_t) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(set), &set), 0);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) seen[b].push_back(c);
+  });
+  for (int i = 1; i < threads; ++i)
+    EXPECT_EQ(seen[size_t(i)], std::vector<int>{cpus[size_t(i) % cpus.size()]}) << "worker " << i;
 }
 
 }  // namespace kvlm

@@ -1,5 +1,8 @@
 #include "kvlm/base/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <fstream>
 #include <memory>
@@ -9,24 +12,50 @@
 
 namespace kvlm {
 
-int physical_core_count() {
+std::vector<int> physical_core_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const bool known = sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
   std::ifstream in("/proc/cpuinfo");
   std::set<std::pair<int, int>> cores;
-  int physical = 0;
+  std::vector<int> cpus;
+  int processor = -1, physical = 0;
   std::string line;
   while (std::getline(in, line)) {
     auto value = [&] { return std::stoi(line.substr(line.find(':') + 1)); };
+    if (line.rfind("processor", 0) == 0) processor = value();
     if (line.rfind("physical id", 0) == 0) physical = value();
-    if (line.rfind("core id", 0) == 0) cores.insert({physical, value()});
+    if (line.rfind("core id", 0) == 0 && processor >= 0 &&
+        (!known || CPU_ISSET(size_t(processor), &allowed)) && cores.insert({physical, value()}).second)
+      cpus.push_back(processor);
   }
-  int n = int(cores.size());
-  if (n == 0) n = int(std::thread::hardware_concurrency());
-  return std::max(n, 1);
+  return cpus;
 }
 
-ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = physical_core_count();
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+int physical_core_count() {
+  const size_t n = physical_core_cpus().size();
+  return std::max(n > 0 ? int(n) : int(std::thread::hardware_concurrency()), 1);
+}
+
+namespace {
+
+// Best effort: a CPU the process may not use, or a kernel that refuses, leaves the thread free.
+void pin_to_cpu(std::thread& t, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(size_t(cpu), &set);
+  pthread_setaffinity_np(t.native_handle(), sizeof(set), &set);
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(const ThreadOptions& options) {
+  const int n_threads = options.threads > 0 ? options.threads : physical_core_count();
+  const std::vector<int> cpus = options.pin ? physical_core_cpus() : std::vector<int>{};
+  for (int i = 1; i < n_threads; ++i) {
+    workers_.emplace_back([this, i] { worker_loop(i); });
+    if (!cpus.empty()) pin_to_cpu(workers_.back(), cpus[size_t(i) % cpus.size()]);
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -120,13 +149,13 @@ void ThreadPool::worker_loop(int index) {
 }
 
 namespace {
-int g_requested_threads = 0;
+ThreadOptions g_requested;
 }
 
-void ThreadPool::configure_global(int n_threads) { g_requested_threads = n_threads; }
+void ThreadPool::configure_global(const ThreadOptions& options) { g_requested = options; }
 
 ThreadPool& ThreadPool::global() {
-  static ThreadPool pool(g_requested_threads);
+  static ThreadPool pool(g_requested);
   return pool;
 }
 

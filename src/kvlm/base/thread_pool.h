@@ -17,10 +17,19 @@
 
 namespace kvlm {
 
+// The size of a pool and whether its workers are pinned (--threads, --pin-threads).
+struct ThreadOptions {
+  int threads = 0;   // including the calling thread; 0 = one per physical core
+  // Worker i runs only on the i-th physical core (the first logical CPU of each core that the
+  // process may use). The calling thread, which belongs to the application, is left free; with
+  // one worker per remaining core the scheduler keeps it on core 0.
+  bool pin = false;
+};
+
 class ThreadPool {
  public:
-  // n_threads includes the calling thread; 0 means the number of physical cores.
-  explicit ThreadPool(int n_threads = 0);
+  explicit ThreadPool(int n_threads = 0) : ThreadPool(ThreadOptions{n_threads, false}) {}
+  explicit ThreadPool(const ThreadOptions& options);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -33,8 +42,8 @@ class ThreadPool {
 
   // The process-wide pool used by the CPU backend; created on first use.
   static ThreadPool& global();
-  // Sets the size of the global pool before its first use (the --threads flag).
-  static void configure_global(int n_threads);
+  // Sets the size and pinning of the global pool before its first use.
+  static void configure_global(const ThreadOptions& options);
 
  private:
   void worker_loop(int index);
@@ -55,7 +64,9 @@ class ThreadPool {
   int sleeping_workers_ = 0;
 };
 
-// Number of physical cores (hyper-threads of one core count once).
+// Number of physical cores this process may run on (hyper-threads of one core count once).
 int physical_core_count();
+// One logical CPU per physical core, among those this process may run on, in CPU order.
+std::vector<int> physical_core_cpus();
 
 }  // namespace kvlm

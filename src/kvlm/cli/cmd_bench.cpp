@@ -7,6 +7,7 @@
 #include "kvlm/base/file.h"
 #include "kvlm/base/thread_pool.h"
 #include "kvlm/cli/command.h"
+#include "kvlm/cli/model_args.h"
 #include "kvlm/engine/bench.h"
 #include "kvlm/engine/engine_flags.h"
 
@@ -18,7 +19,7 @@ struct BenchArgs {
   std::string synthetic;
   std::string weights = "bf16";
   std::string json_path;
-  int threads = 0;
+  ThreadOptions threads;
   bool no_probes = false;
   BenchOptions opts;
 };
@@ -73,7 +74,7 @@ Runner setup(CLI::App& sub) {
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--prefill-chunk", a->opts.prefill_chunk, "Prefill chunk size")->capture_default_str();
-  sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
+  add_threads_option(sub, a->threads);
   add_kv_quant_options(sub, a->opts.kv_quant);
   sub.add_flag("--no-probes", a->no_probes, "Skip the bandwidth and peak probes");
   sub.add_flag("--profile", a->opts.profile, "Print the time per op kind per step of each phase");

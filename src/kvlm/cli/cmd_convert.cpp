@@ -24,7 +24,8 @@ constexpr const char* kHelp =
 
 struct Options {
   std::string src, dst, dtype;
-  int bits = 4, group_size = 64, threads = 0;
+  int bits = 4, group_size = 64;
+  ThreadOptions threads;
   double shard_gb = 5.0;
 };
 

@@ -38,7 +38,8 @@ struct Options {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   std::string system;
-  int threads = 0, prefill_chunk = 512;
+  ThreadOptions threads;
+  int prefill_chunk = 512;
   ModelLoadOptions load;
   bool chat = false, raw = false, verbose = false;
   // Which sampling options the user gave (the rest fall back to generation_config.json).

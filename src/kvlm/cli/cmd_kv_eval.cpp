@@ -24,7 +24,7 @@ constexpr const char* kHelp =
 
 struct Options {
   std::string model_dir, file, baseline = "bf16";
-  int threads = 0;
+  ThreadOptions threads;
   PerplexityOptions window;
   int64_t max_tokens = 0, random_tokens = 0;
   ModelLoadOptions load;

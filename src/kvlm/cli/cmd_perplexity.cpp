@@ -23,7 +23,7 @@ constexpr const char* kHelp =
 struct Options {
   std::string model_dir;
   std::string file;
-  int threads = 0;
+  ThreadOptions threads;
   PerplexityOptions window;
   int64_t max_tokens = 0;
   ModelLoadOptions load;

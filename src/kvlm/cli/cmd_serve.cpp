@@ -37,7 +37,7 @@ struct Options {
   server::ServerOptions server;
   EngineOptions engine;
   ModelLoadOptions load;
-  int threads = 0;
+  ThreadOptions threads;
   float temp = 0, top_p = 1, min_p = 0, repetition_penalty = 0;
   int top_k = 0, max_tokens = 0;
   uint64_t seed = 0;
@@ -101,7 +101,7 @@ int run(Options& o) {
                                                         : default_model_dir();
   check(std::filesystem::is_regular_file(std::filesystem::path(dir) / "config.json"),
         "'" + dir + "' is not a model directory (it has no config.json)");
-  if (o.threads > 0) ThreadPool::configure_global(o.threads);
+  ThreadPool::configure_global(o.threads);
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<Model> model = Model::load(dir, o.load);
   auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::from_model_dir(dir));
