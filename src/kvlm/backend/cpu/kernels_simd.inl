@@ -145,41 +145,69 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
     KVLM_UNROLL for (int j = 0; j < NR; ++j) y[t * ldy + j] = Vec::fold(acc[t][j]);
 }
 
-// All R weight rows for NT token rows: full tiles of NR rows, then single rows.
+// Weight rows r0 .. r1-1 for NT token rows: full tiles of NR rows, then single rows.
 template <int NT, int NR, class Rows>
-KVLM_TARGET void tile_rows(const float* x, int64_t in, const Rows& rows, int64_t R, float* y,
-                           int64_t ldy, bool stream) {
-  int64_t r = 0;
-  for (; r + NR <= R; r += NR) tile<NT, NR>(x, in, rows, r, y + r, ldy, stream);
-  for (; r < R; ++r) tile<NT, 1>(x, in, rows, r, y + r, ldy, stream);
+KVLM_TARGET void tile_rows(const float* x, int64_t in, const Rows& rows, int64_t r0, int64_t r1,
+                           float* y, int64_t ldy) {
+  int64_t r = r0;
+  for (; r + NR <= r1; r += NR) tile<NT, NR>(x, in, rows, r, y + r, ldy, false);
+  for (; r < r1; ++r) tile<NT, 1>(x, in, rows, r, y + r, ldy, false);
 }
 
-// Token rows t .. T-1 in tiles of NT, the remainder in halving tiles (NT/2, ..., 1).
+// Token rows 0 .. T-1 against weight rows r0 .. r1-1: tiles of NT tokens, the remainder in halving
+// tiles (NT/2, ..., 1).
 template <int NT, class Rows>
-KVLM_TARGET void tile_tokens(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t R,
-                             float* y, int64_t ldy, bool stream) {
+KVLM_TARGET void tile_tokens(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t r0,
+                             int64_t r1, float* y, int64_t ldy) {
   int64_t t = 0;
-  for (; t + NT <= T; t += NT) {
-    if constexpr (NT == 1) tile_rows<1, kDecodeRows>(x + t * in, in, rows, R, y + t * ldy, ldy, stream);
-    else tile_rows<NT, kTileRows>(x + t * in, in, rows, R, y + t * ldy, ldy, stream);
-  }
+  for (; t + NT <= T; t += NT) tile_rows<NT, kTileRows>(x + t * in, in, rows, r0, r1, y + t * ldy, ldy);
   if constexpr (NT > 1)
-    if (t < T) tile_tokens<NT / 2>(x + t * in, T - t, in, rows, R, y + t * ldy, ldy, stream);
+    if (t < T) tile_tokens<NT / 2>(x + t * in, T - t, in, rows, r0, r1, y + t * ldy, ldy);
 }
 
-// Token blocks sized so that a block of x stays in the L2 cache while the weight rows stream past.
+// Every token row against the NR weight rows from r: token tiles of NT, then halving tiles. The
+// first tile prefetches the rows ahead; the others find this panel in the L1 cache.
+template <int NT, int NR, class Rows>
+KVLM_TARGET void tokens_on_panel(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t r,
+                                 float* y, int64_t ldy, bool prefetch = true) {
+  int64_t t = 0;
+  for (; t + NT <= T; t += NT)
+    tile<NT, NR>(x + t * in, in, rows, r, y + t * ldy + r, ldy, prefetch && t == 0);
+  if constexpr (NT > 1)
+    if (t < T) tokens_on_panel<NT / 2, NR>(x + t * in, T - t, in, rows, r, y + t * ldy, ldy, prefetch && t == 0);
+}
+
+// Decode and small batches do little arithmetic per weight read: the weights stream from memory
+// (prefetched ahead), and each panel of NR rows serves every token tile before the next panel is
+// read, so a batch of two tiles still reads the weights from memory once.
+template <int NT, int NR, class Rows>
+KVLM_TARGET void stream_panels(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t R,
+                               float* y, int64_t ldy) {
+  int64_t r = 0;
+  for (; r + NR <= R; r += NR) tokens_on_panel<NT, NR>(x, T, in, rows, r, y, ldy);
+  for (; r < R; ++r) tokens_on_panel<NT, 1>(x, T, in, rows, r, y, ldy);
+}
+
+// Prefill blocking: a block of tokens stays in the L2 cache, and within it a block of weight rows
+// also stays there while every token tile passes over it, so the weights are read from memory
+// once per token block, however large the matrix.
 constexpr int64_t kTokenBlockBytes = 384 * 1024;
+constexpr int64_t kWeightBlockBytes = 256 * 1024;
 
 template <class Rows>
-KVLM_TARGET void run(const LinearRows& job, const Rows& rows) {
+KVLM_TARGET void run(const LinearRows& job, const Rows& rows, int64_t row_bytes) {
   const int64_t in = job.w->in_features;
-  const int64_t block =
+  if (job.T == 1) return stream_panels<1, kDecodeRows>(job.x, 1, in, rows, job.R, job.y, job.ldy);
+  if (job.T <= 2 * kTileTokens)
+    return stream_panels<kTileTokens, kTileRows>(job.x, job.T, in, rows, job.R, job.y, job.ldy);
+  const int64_t token_block =
       std::max<int64_t>(kTileTokens, kTokenBlockBytes / (in * 4) / kTileTokens * kTileTokens);
-  // Up to two tiles of tokens (decode, small batches) do little arithmetic per weight read.
-  const bool stream = job.T <= 2 * kTileTokens;
-  for (int64_t t = 0; t < job.T; t += block)
-    tile_tokens<kTileTokens>(job.x + t * in, std::min(block, job.T - t), in, rows, job.R,
-                             job.y + t * job.ldy, job.ldy, stream);
+  const int64_t row_block =
+      std::max<int64_t>(kTileRows, kWeightBlockBytes / row_bytes / kTileRows * kTileRows);
+  for (int64_t t = 0; t < job.T; t += token_block)
+    for (int64_t r = 0; r < job.R; r += row_block)
+      tile_tokens<kTileTokens>(job.x + t * in, std::min(token_block, job.T - t), in, rows, r,
+                               std::min(r + row_block, job.R), job.y + t * job.ldy, job.ldy);
 }
 
 template <int kBits>
@@ -195,7 +223,7 @@ KVLM_TARGET void run_affine(const LinearRows& job) {
   const AffineRows<kBits> rows{w.weight.data<uint32_t>() + job.r0 * words, words, sb.data(),
                                sb.data() + job.R * groups, groups, w.quant->group_size,
                                w.quant->bits};
-  run(job, rows);
+  run(job, rows, words * 4);
 }
 
 KVLM_TARGET void linear_rows_simd(const LinearRows& job) {
@@ -208,10 +236,11 @@ KVLM_TARGET void linear_rows_simd(const LinearRows& job) {
   }
   const void* base = static_cast<const uint8_t*>(w.weight.raw()) +
                      size_t(job.r0 * in) * dtype_size(w.weight.dtype());
+  const int64_t row_bytes = in * int64_t(dtype_size(w.weight.dtype()));
   switch (w.weight.dtype()) {
-    case DType::kBF16: return run(job, HalfRows<true>{static_cast<const uint16_t*>(base), in});
-    case DType::kF16: return run(job, HalfRows<false>{static_cast<const uint16_t*>(base), in});
-    default: return run(job, F32Rows{static_cast<const float*>(base), in});
+    case DType::kBF16: return run(job, HalfRows<true>{static_cast<const uint16_t*>(base), in}, row_bytes);
+    case DType::kF16: return run(job, HalfRows<false>{static_cast<const uint16_t*>(base), in}, row_bytes);
+    default: return run(job, F32Rows{static_cast<const float*>(base), in}, row_bytes);
   }
 }
 
