@@ -1,7 +1,9 @@
 // Kernel benchmarks: the linear kernel on every ISA path and weight format for the three shape
 // classes (decode M=1, batched decode M=8, prefill M=128), on the synthetic 0.5B MLP shape
-// (4864 x 896), single-threaded; plus RMSNorm and the gated activation. Counters: bytes of weights
-// read per second and FLOP/s.
+// (4864 x 896), single-threaded; plus RMSNorm, the gated activation, RoPE, softmax, attention over
+// the paged cache (decode and prefill, per KV codec) and the sampler, on the same shape's
+// attention (14 query heads, 2 kv heads, head_dim 64) and vocabulary (32000). Counters: bytes of
+// weights read per second and FLOP/s.
 //
 //   bench_kernels --benchmark_filter=Linear
 #include <benchmark/benchmark.h>
@@ -11,6 +13,7 @@
 
 #include "kvlm/backend/cpu/linear_rows.h"
 #include "kvlm/base/half.h"
+#include "kvlm/engine/sampler.h"
 #include "kvlm/quant/affine.h"
 
 namespace kvlm {
@@ -119,6 +122,88 @@ void GatedActivation(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(ops::gated_activation(g, u, ops::GateActivation::kSiLU));
 }
 BENCHMARK(GatedActivation)->Arg(1)->Arg(128);
+
+constexpr int64_t kHeads = 14, kKVHeads = 2, kHeadDim = 64, kVocab = 32000;
+
+// Arg: T.
+void Rope(benchmark::State& state) {
+  const int64_t T = state.range(0);
+  Tensor q = random_f32({T, kHeads, kHeadDim}, 8);
+  std::vector<int32_t> positions(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) positions[size_t(t)] = int32_t(1000 + t);
+  ops::RopeParams p;
+  p.theta = 1e6;
+  p.rotary_dim = int(kHeadDim);
+  for (auto _ : state) ops::rope_inplace(q, positions, p);
+}
+BENCHMARK(Rope)->Arg(1)->Arg(128);
+
+void Softmax(benchmark::State& state) {
+  const Tensor x = random_f32({1, kVocab}, 9);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::softmax(x));
+}
+BENCHMARK(Softmax);
+
+// One sequence's paged cache of `tokens` random keys and values written through `codec`.
+struct PagedCache {
+  KVCodec codec;
+  Tensor keys, values;
+  std::vector<int32_t> table;
+
+  PagedCache(const KVCodecSpec& spec, int64_t tokens) : codec(spec, int(kHeadDim)) {
+    constexpr int64_t kBlock = 16;
+    const int64_t blocks = (tokens + kBlock - 1) / kBlock;
+    keys = Tensor::empty({blocks, kBlock, kKVHeads, int64_t(codec.key_row_bytes())}, DType::kU8);
+    values = Tensor::empty({blocks, kBlock, kKVHeads, int64_t(codec.value_row_bytes())}, DType::kU8);
+    for (int64_t b = 0; b < blocks; ++b) table.push_back(int32_t(b));
+    ops::kv_write(random_f32({tokens, kKVHeads, kHeadDim}, 10), random_f32({tokens, kKVHeads, kHeadDim}, 11),
+                  view(), 0);
+  }
+  ops::PagedKV view() const { return {keys, values, &codec, table}; }
+};
+
+KVCodecSpec codec_spec(int64_t arg) {
+  switch (arg) {
+    case 0: return kv_passthrough_spec(DType::kBF16);
+    case 1: return kv_affine_spec(8, 64, DType::kBF16);
+    default: return kv_turbo_spec(8, 3);
+  }
+}
+
+// ops::attention (all pool threads). Args: codec (0 bf16, 1 affine8, 2 turbo k8v3), new query
+// tokens (1 = decode, else a prefill chunk), tokens already cached before them.
+void Attention(benchmark::State& state) {
+  const int64_t n = state.range(1), past = state.range(2);
+  const PagedCache cache(codec_spec(state.range(0)), past + n);
+  const Tensor q = random_f32({n, kHeads, kHeadDim}, 12);
+  const ops::AttentionParams p{0.125f, 0};
+  for (auto _ : state) benchmark::DoNotOptimize(ops::attention(q, cache.view(), past, p));
+  state.counters["keys/s"] = benchmark::Counter(double(n) * double(past + n) * kKVHeads,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(Attention)
+    ->ArgsProduct({{0, 1, 2}, {1}, {4096}})
+    ->ArgsProduct({{0, 1, 2}, {512}, {0}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// One token from 32000 logits (a single thread). Arg: 0 greedy, 1 temperature 0.8 with top-p 0.9 and top-k 40.
+void Sample(benchmark::State& state) {
+  SamplerParams params;
+  if (state.range(0) == 1) {
+    params.temperature = 0.8f;
+    params.top_p = 0.9f;
+    params.top_k = 40;
+  }
+  const Sampler sampler(params, int32_t(kVocab));
+  // Peaked like a model's logits: N(0, 3) puts most of the probability on a few hundred tokens.
+  Tensor logits = random_f32({kVocab}, 13);
+  ops::scale_inplace(logits, 60.0f);
+  const std::span<const float> row(logits.data<float>(), size_t(kVocab));
+  uint64_t step = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(sampler.sample(row, {}, step++));
+}
+BENCHMARK(Sample)->Arg(0)->Arg(1);
 
 }  // namespace
 }  // namespace kvlm

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <random>
 
 #include "kvlm/base/error.h"
 #include "kvlm/engine/rng.h"
@@ -109,6 +112,59 @@ TEST(TopP, KeptValuesAreUnchanged) {
   EXPECT_EQ(lp[2], before[2]);
   EXPECT_EQ(lp[3], before[3]);
   EXPECT_EQ(lp[0], -kInf);
+}
+
+// A model-like vocabulary: 20000 log-probabilities from logits N(0, 3), normalised, so that the
+// kept sets run from one token to thousands.
+std::vector<float> peaked_logprobs(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> lp(20000);
+  for (float& x : lp) x = d(rng);
+  log_softmax(lp);
+  return lp;
+}
+
+// The most likely tokens in rank order (value, then lower id).
+std::vector<int32_t> by_rank(const std::vector<float>& lp) {
+  std::vector<int32_t> ids(lp.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return lp[size_t(a)] > lp[size_t(b)] || (lp[size_t(a)] == lp[size_t(b)] && a < b); });
+  return ids;
+}
+
+TEST(TopP, LargeVocabularyKeepsTheSmallestTopSetReachingTheMass) {
+  for (unsigned seed : {1u, 2u})
+    for (float p : {0.01f, 0.3f, 0.9f, 0.999f}) {
+      const std::vector<float> lp = peaked_logprobs(seed);
+      double total = 0.0;
+      for (float x : lp) total += std::exp(double(x));
+      const std::vector<int32_t> ranked = by_rank(lp);
+      size_t want = 0;  // the reference: cumulative mass in rank order
+      for (double mass = 0.0; want < ranked.size() && mass < total - (1.0 - double(p)); ++want)
+        mass += std::exp(double(lp[size_t(ranked[want])]));
+      std::vector<float> filtered = lp;
+      apply_top_p(filtered, p);
+      size_t count = 0;
+      for (size_t i = 0; i < want; ++i) count += std::isfinite(filtered[size_t(ranked[i])]) ? 1 : 0;
+      const size_t finite = size_t(std::count_if(filtered.begin(), filtered.end(), [](float x) { return std::isfinite(x); }));
+      EXPECT_EQ(count, want) << "seed " << seed << " p " << p;
+      EXPECT_EQ(finite, want) << "seed " << seed << " p " << p;
+    }
+}
+
+TEST(TopK, LargeVocabularyAfterTopPKeepsTheKMostLikelySurvivors) {
+  std::vector<float> lp = peaked_logprobs(3);
+  const std::vector<int32_t> ranked = by_rank(lp);
+  apply_top_p(lp, 0.9f);
+  const auto survivors = size_t(std::count_if(lp.begin(), lp.end(), [](float x) { return std::isfinite(x); }));
+  ASSERT_GT(survivors, 50u);
+  apply_top_k(lp, 40);
+  for (size_t i = 0; i < ranked.size(); ++i)
+    EXPECT_EQ(std::isfinite(lp[size_t(ranked[i])]), i < 40) << "rank " << i;
+  std::vector<float> few = logs({0.5, 0.5, 0, 0});
+  apply_top_k(few, 3);  // fewer finite tokens than k: nothing changes
+  EXPECT_EQ(kept(few), (std::vector<bool>{true, true, false, false}));
 }
 
 TEST(MinP, RemovesTokensBelowMinPTimesTheTopProbability) {

@@ -8,8 +8,10 @@
 #include <span>
 #include <thread>
 
+#include "kvlm/backend/ops.h"
 #include "kvlm/base/error.h"
 #include "kvlm/base/log.h"
+#include "kvlm/base/thread_pool.h"
 #include "kvlm/engine/generate.h"
 #include "kvlm/engine/request.h"
 #include "kvlm/engine/scheduler.h"
@@ -102,14 +104,37 @@ void Engine::Impl::finish(Request& r, FinishReason reason, std::string error) {
 void Engine::Impl::sample_all(const StepPlan& plan, const Tensor& logits) {
   const int64_t vocab = logits.dim(-1);
   const float* data = logits.data<float>();
-  for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    Request& r = *plan.seqs[i];
-    const int32_t row = plan.logits_row[i];
-    if (row < 0 || r.finished()) continue;
+  // Each request's sample depends only on its own logits, history, seed and step, so the requests
+  // are sampled in parallel; their tokens are then delivered one by one in plan order.
+  struct Sampled {
+    Request* request = nullptr;
+    SampleResult result;
+    std::exception_ptr error;
+  };
+  std::vector<Sampled> sampled;
+  std::vector<int32_t> rows;
+  for (size_t i = 0; i < plan.seqs.size(); ++i)
+    if (plan.logits_row[i] >= 0 && !plan.seqs[i]->finished()) {
+      sampled.push_back({plan.seqs[i], {}, nullptr});
+      rows.push_back(plan.logits_row[i]);
+    }
+  ops::thread_pool().parallel_for(sampled.size(), 1, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      Request& r = *sampled[i].request;
+      try {
+        const std::span<const float> row_logits(data + int64_t(rows[i]) * vocab, size_t(vocab));
+        sampled[i].result = r.sampler.sample(row_logits, r.history, r.step);
+      } catch (...) {
+        sampled[i].error = std::current_exception();
+      }
+    }
+  });
+  for (Sampled& s : sampled) {
+    Request& r = *s.request;
+    ++r.step;
     try {
-      const std::span<const float> row_logits(data + int64_t(row) * vocab, size_t(vocab));
-      const SampleResult s = r.sampler.sample(row_logits, r.history, r.step++);
-      TokenEvent ev = r.output.accept(s, r.kv->length());
+      if (s.error) std::rethrow_exception(s.error);
+      TokenEvent ev = r.output.accept(s.result, r.kv->length());
       if (ev.token >= 0) r.history.push_back(ev.token);
       deliver(r, std::move(ev));
     } catch (...) {
