@@ -8,11 +8,13 @@
 //   bench_kernels --benchmark_filter=Linear
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <random>
 #include <vector>
 
 #include "kvlm/backend/cpu/linear_rows.h"
 #include "kvlm/base/half.h"
+#include "kvlm/base/thread_pool.h"
 #include "kvlm/engine/sampler.h"
 #include "kvlm/quant/affine.h"
 
@@ -204,6 +206,16 @@ void Sample(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(sampler.sample(row, {}, step++));
 }
 BENCHMARK(Sample)->Arg(0)->Arg(1);
+
+// One parallel_for round with no work on the global pool (all threads): the fixed cost every op
+// that splits its output pays, a few hundred times per decode step.
+void PoolRound(benchmark::State& state) {
+  ThreadPool& pool = ThreadPool::global();
+  std::atomic<int64_t> chunks{0};
+  for (auto _ : state) pool.parallel_for(size_t(pool.size()), 1, [&](size_t, size_t) { ++chunks; });
+  state.counters["threads"] = double(pool.size());
+}
+BENCHMARK(PoolRound)->UseRealTime();
 
 }  // namespace
 }  // namespace kvlm
