@@ -1,6 +1,7 @@
 #include "kvlm/engine/bench.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -59,12 +60,16 @@ Json synthetic_config(const SyntheticShape& s) {
 }
 
 // Multiply-adds of the linear layers for one token (the lm_head included).
-double matmul_macs_per_token(const ModelConfig& c) {
+// Multiply-adds of the layers' linear layers for one token.
+double layer_macs_per_token(const ModelConfig& c) {
   const double q = double(c.num_heads) * c.head_dim, kv = double(c.num_kv_heads) * c.head_dim;
   const double layer = c.hidden_size * (q + 2 * kv) + q * c.hidden_size +
                        3.0 * c.hidden_size * c.intermediate_size;
-  return c.num_layers * layer + double(c.vocab_size) * c.hidden_size;
+  return c.num_layers * layer;
 }
+
+// Multiply-adds of the vocabulary projection for one row of logits.
+double head_macs(const ModelConfig& c) { return double(c.vocab_size) * c.hidden_size; }
 
 // Multiply-adds of attention (q·k and p·v) for a token attending to `keys` positions.
 double attention_macs(const ModelConfig& c, double keys) {
@@ -199,7 +204,10 @@ Json run_bench(const BenchOptions& o) {
     prefill(*model, seq, tokens, o.prefill_chunk);
     const double s = seconds_since(t0);
     const double P = o.prompt_tokens;
-    const double flops = 2 * (matmul_macs_per_token(c) * P + attention_macs(c, P * (P + 1) / 2));
+    // Prefill computes logits for one row per chunk, not per token.
+    const double chunks = std::ceil(P / o.prefill_chunk);
+    const double flops =
+        2 * (layer_macs_per_token(c) * P + head_macs(c) * chunks + attention_macs(c, P * (P + 1) / 2));
     out["prefill"] = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s},
                       {"gflops", flops / s / 1e9}, {"fraction_of_fma_peak", fma ? flops / s / fma : 0}};
     std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.0f%% of FMA peak)\n",
@@ -228,7 +236,7 @@ Json run_bench(const BenchOptions& o) {
     const double tps = double(C) * o.decode_tokens / s;
     const double ctx = o.decode_context + o.decode_tokens / 2.0;
     const double kv_bytes = ctx * double(model->kv_pool().bytes_per_token());
-    const double flops = 2 * (matmul_macs_per_token(c) + attention_macs(c, ctx)) * tps;
+    const double flops = 2 * (layer_macs_per_token(c) + head_macs(c) + attention_macs(c, ctx)) * tps;
     Json row = {{"concurrency", C}, {"tokens_per_s", tps}, {"gflops", flops / 1e9}};
     std::printf("decode concurrency %2d (context %d): %.1f tok/s aggregate, %.1f GFLOP/s",
                 C, o.decode_context, tps, flops / 1e9);
