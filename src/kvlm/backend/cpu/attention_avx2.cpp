@@ -195,14 +195,18 @@ struct Lanes {
   // Register e[t] then holds row 8t + 2m + L in element 4L + m; one permute restores row order.
   static KVLM_TARGET void reduce16(const Lanes (&acc)[16], float* out) {
     __m256 b[16], c[8], d[4];
+    #pragma GCC unroll 16
     for (int r = 0; r < 16; ++r) b[r] = _mm256_add_ps(acc[r].lo, acc[r].hi);
+    #pragma GCC unroll 16
     for (int p = 0; p < 8; ++p)
       c[p] = _mm256_add_ps(_mm256_permute2f128_ps(b[2 * p], b[2 * p + 1], 0x20),
                            _mm256_permute2f128_ps(b[2 * p], b[2 * p + 1], 0x31));
+    #pragma GCC unroll 16
     for (int s = 0; s < 4; ++s)
       d[s] = _mm256_add_ps(_mm256_shuffle_ps(c[2 * s], c[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                            _mm256_shuffle_ps(c[2 * s], c[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    #pragma GCC unroll 16
     for (int t = 0; t < 2; ++t) {
       const __m256 e = _mm256_add_ps(_mm256_shuffle_ps(d[2 * t], d[2 * t + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                                      _mm256_shuffle_ps(d[2 * t], d[2 * t + 1], _MM_SHUFFLE(3, 1, 3, 1)));
