@@ -77,6 +77,37 @@ void decode_block(const float* (*decode)(const KVCodec&, const uint8_t*, float*)
   for (int r = count; r < kKeyBlock; ++r) row[r] = row[0];
 }
 
+// out[g] = op(...op(op(init, s_g[0]), s_g[1])..., s_g[n-1]) for the N heads at s (head g's
+// values at s + g*ns), in position order. The heads advance together with their running values in
+// registers, so their dependency chains overlap.
+template <int N, class Op>
+void reduce_head_tile(const float* s, size_t ns, int64_t n, float init, Op op, float* out) {
+  float r[N];
+  for (float& x : r) x = init;
+  for (int64_t j = 0; j < n; ++j) {
+#pragma GCC unroll 8
+    for (int g = 0; g < N; ++g) r[g] = op(r[g], s[size_t(g) * ns + size_t(j)]);
+  }
+  for (int g = 0; g < N; ++g) out[g] = r[g];
+}
+
+template <class Op>
+void reduce_heads(const float* s, size_t ns, int64_t n, int group, float init, Op op, float* out) {
+  int g = 0;
+  for (; g + 8 <= group; g += 8) reduce_head_tile<8>(s + size_t(g) * ns, ns, n, init, op, out + g);
+  const float* sg = s + size_t(g) * ns;
+  switch (group - g) {
+    case 1: return reduce_head_tile<1>(sg, ns, n, init, op, out + g);
+    case 2: return reduce_head_tile<2>(sg, ns, n, init, op, out + g);
+    case 3: return reduce_head_tile<3>(sg, ns, n, init, op, out + g);
+    case 4: return reduce_head_tile<4>(sg, ns, n, init, op, out + g);
+    case 5: return reduce_head_tile<5>(sg, ns, n, init, op, out + g);
+    case 6: return reduce_head_tile<6>(sg, ns, n, init, op, out + g);
+    case 7: return reduce_head_tile<7>(sg, ns, n, init, op, out + g);
+    default: return;
+  }
+}
+
 }  // namespace
 
 AttentionRowOps attention_row_ops_portable(const KVCodec&) { return kPortableOps; }
@@ -119,16 +150,10 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     const ChunkResult& out = queries[t].out;
     const int64_t n = queries[t].end - begin;
     float* s = scores(t);
-    // Softmax per head in position order. The heads' running maxima and sums advance together
-    // (position outer, head inner) so their dependency chains overlap; each head's own order of
-    // operations is unchanged.
-    std::fill(out.m, out.m + group, -INFINITY);
-    for (int64_t j = 0; j < n; ++j)
-      for (int g = 0; g < group; ++g) out.m[g] = std::max(out.m[g], s[size_t(g) * ns + size_t(j)]);
+    // Softmax per head: maximum, numerators, their sum in position order.
+    reduce_heads(s, ns, n, group, -INFINITY, [](float m, float x) { return std::max(m, x); }, out.m);
     for (int g = 0; g < group; ++g) vector_math().exp_shifted(s + size_t(g) * ns, n, out.m[g]);
-    std::fill(out.l, out.l + group, 0.0f);
-    for (int64_t j = 0; j < n; ++j)
-      for (int g = 0; g < group; ++g) out.l[g] += s[size_t(g) * ns + size_t(j)];
+    reduce_heads(s, ns, n, group, 0.0f, [](float l, float x) { return l + x; }, out.l);
     // The value weights w = p / l, once per (head, key).
     for (int g = 0; g < group; ++g) {
       float* sg = s + size_t(g) * ns;

@@ -215,7 +215,8 @@ struct Lanes {
   }
 };
 
-// 16 ymm registers: 4 accumulators of two registers each, the rest for rows and weights.
+// 16 ymm registers: 4 accumulators of two registers each (one head x 4 slices), the rest for
+// value slices and the weight.
 constexpr int kValueTile = 4;
 
 }  // namespace

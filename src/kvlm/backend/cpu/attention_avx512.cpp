@@ -55,8 +55,8 @@ struct Lanes {
   }
 };
 
-// 32 zmm registers: 8 accumulators, the rest for rows and broadcast weights.
-constexpr int kValueTile = 8;
+// 32 zmm registers: 12 accumulators (3 heads x 4 slices), 4 value slices, the rest for weights.
+constexpr int kValueTile = 12;
 
 float load_f16(const uint8_t* at) {
   uint16_t h;

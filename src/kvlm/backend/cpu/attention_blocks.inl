@@ -32,43 +32,49 @@ KVLM_TARGET void score_block_simd(const float* q, int group, int d, const float*
   }
 }
 
-// N accumulators (16-float slices t0 .. t0+N-1 of the [group][d] output) held in registers
-// while the block's rows are added in order: a[i] = a[i] + w * v[i], the product rounded first.
-template <int N>
-KVLM_TARGET void accumulate_tile(float* acc, int slices_per_head, int t0, const float* w,
-                                 size_t stride, const float* const* v, int rows) {
-  Lanes a[N];
-  const float* wt[N];
-  int at[N];
-  KVLM_UNROLL for (int n = 0; n < N; ++n) {
-    a[n] = Lanes::load(acc + size_t(t0 + n) * 16);
-    wt[n] = w + size_t((t0 + n) / slices_per_head) * stride;
-    at[n] = (t0 + n) % slices_per_head * 16;
-  }
+// Heads g0 .. g0+H-1 by 16-float slices s0 .. s0+S-1 of the [group][d] output, H*S accumulators
+// held in registers while the block's rows are added in order: a = a + w * v, the product
+// rounded first. Each row loads its S slices once and each head's weight once.
+template <int H, int S>
+KVLM_TARGET void accumulate_tile(float* acc, int d, int g0, int s0, const float* w, size_t stride,
+                                 const float* const* v, int rows) {
+  Lanes a[H][S];
+  KVLM_UNROLL for (int h = 0; h < H; ++h)
+    KVLM_UNROLL for (int s = 0; s < S; ++s) a[h][s] = Lanes::load(acc + size_t(g0 + h) * size_t(d) + size_t(s0 + s) * 16);
   for (int r = 0; r < rows; ++r) {
-    KVLM_UNROLL for (int n = 0; n < N; ++n)
-      a[n] = Lanes::add(a[n], Lanes::mul(Lanes::set1(wt[n][r]), Lanes::load(v[r] + at[n])));
+    Lanes vs[S];
+    KVLM_UNROLL for (int s = 0; s < S; ++s) vs[s] = Lanes::load(v[r] + (s0 + s) * 16);
+    KVLM_UNROLL for (int h = 0; h < H; ++h) {
+      const Lanes wh = Lanes::set1(w[size_t(g0 + h) * stride + size_t(r)]);
+      KVLM_UNROLL for (int s = 0; s < S; ++s) a[h][s] = Lanes::add(a[h][s], Lanes::mul(wh, vs[s]));
+    }
   }
-  KVLM_UNROLL for (int n = 0; n < N; ++n) a[n].store(acc + size_t(t0 + n) * 16);
+  KVLM_UNROLL for (int h = 0; h < H; ++h)
+    KVLM_UNROLL for (int s = 0; s < S; ++s) a[h][s].store(acc + size_t(g0 + h) * size_t(d) + size_t(s0 + s) * 16);
 }
 
-// The last `count` (< kValueTile) slices, with a tile of exactly that size.
-template <int N>
-KVLM_TARGET void accumulate_rest(int count, float* acc, int slices_per_head, int t0,
-                                 const float* w, size_t stride, const float* const* v, int rows) {
-  if constexpr (N > 0) {
-    if (count == N) return accumulate_tile<N>(acc, slices_per_head, t0, w, stride, v, rows);
-    accumulate_rest<N - 1>(count, acc, slices_per_head, t0, w, stride, v, rows);
+// All heads for slices s0 .. s0+S-1: tiles of kValueTile / S heads, the last one smaller.
+template <int S, int H = kValueTile / S>
+KVLM_TARGET void accumulate_slices(int heads, float* acc, int d, int g0, int s0, const float* w,
+                                   size_t stride, const float* const* v, int rows) {
+  if constexpr (H > 0) {
+    for (; heads >= H; heads -= H, g0 += H) accumulate_tile<H, S>(acc, d, g0, s0, w, stride, v, rows);
+    if (heads > 0) accumulate_slices<S, H - 1>(heads, acc, d, g0, s0, w, stride, v, rows);
   }
 }
 
 KVLM_TARGET void accumulate_block_simd(float* acc, int group, int d, const float* w,
                                        size_t stride, const float* const* v, int rows) {
-  const int per_head = d / 16, total = group * per_head;
-  int t = 0;
-  for (; t + kValueTile <= total; t += kValueTile)
-    accumulate_tile<kValueTile>(acc, per_head, t, w, stride, v, rows);
-  accumulate_rest<kValueTile - 1>(total - t, acc, per_head, t, w, stride, v, rows);
+  constexpr int kSlices = kValueTile >= 4 ? 4 : kValueTile;  // slices per pass
+  const int slices = d / 16;
+  for (int s0 = 0; s0 < slices; s0 += kSlices) {
+    switch (std::min(kSlices, slices - s0)) {
+      case 1: accumulate_slices<1>(group, acc, d, 0, s0, w, stride, v, rows); break;
+      case 2: accumulate_slices<2>(group, acc, d, 0, s0, w, stride, v, rows); break;
+      case 3: accumulate_slices<3>(group, acc, d, 0, s0, w, stride, v, rows); break;
+      default: accumulate_slices<kSlices>(group, acc, d, 0, s0, w, stride, v, rows); break;
+    }
+  }
 }
 
 }  // namespace
