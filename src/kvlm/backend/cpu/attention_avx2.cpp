@@ -6,7 +6,8 @@
 //   TurboQuant values        centroid[code] * scale          (turbo_decode_value_row_rotated)
 //   MLX affine               scale * code + bias             (affine_dequantize_row)
 // so attention gives the same bits with either ISA. Codes are read from the little-endian bit
-// stream both codecs use eight at a time (codes8).
+// stream both codecs use eight at a time (codes8). The block kernels (attention_blocks.inl) run
+// here on 16 lanes held as two ymm registers.
 #include <immintrin.h>
 
 #include <cstring>
