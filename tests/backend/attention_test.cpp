@@ -344,5 +344,18 @@ TEST(Attention, BatchEqualsPerSequenceCalls) {
   set_thread_pool(nullptr);
 }
 
+TEST(Attention, BatchRefusesSequencesOfDifferentShapes) {
+  const PagedFixture a(kv_passthrough_spec(DType::kBF16), 20), b(kv_passthrough_spec(DType::kBF16), 20);
+  const std::vector<AttentionSequence> seqs = {{random_queries(2, 8, 64, 1), a.view(), 10},
+                                               {random_queries(2, 4, 64, 2), b.view(), 10}};
+  try {
+    attention_batch(seqs, {0.125f, 0});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "attention: the batch's sequences differ in heads or head_dim: f32[2, 4, 64] cpu and f32[2, 8, 64] cpu");
+  }
+}
+
 }  // namespace
 }  // namespace kvlm::ops
