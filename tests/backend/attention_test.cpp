@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kvlm/backend/cpu/attention_kernels.h"
+#include "kvlm/backend/cpu/isa.h"
 #include "kvlm/backend/ops.h"
 #include "kvlm/base/error.h"
 #include "kvlm/base/thread_pool.h"
@@ -212,6 +213,147 @@ TEST(Attention, ErrorsNameTheProblem) {
     EXPECT_EQ(std::string(e.what()),
               "attention: key and value caches must be u8 [blocks, block_size, kv_heads, row bytes] "
               "tensors with the row sizes of codec turbo:k4v3, got u8[4, 4, 2, 72] cpu and u8[4, 4, 2, 28] cpu");
+  }
+}
+
+}  // namespace
+}  // namespace kvlm::ops
+
+namespace kvlm::ops {
+namespace {
+
+// Every operation set this CPU can run, portable first.
+std::vector<std::pair<const char*, cpu::AttentionRowOps>> runnable_row_ops(const KVCodec& codec) {
+  std::vector<std::pair<const char*, cpu::AttentionRowOps>> ops = {
+      {"portable", cpu::attention_row_ops_portable(codec)}};
+  if (cpu::isa_supported(cpu::Isa::kAvx2)) ops.push_back({"avx2", cpu::attention_row_ops_avx2(codec)});
+  if (cpu::isa_supported(cpu::Isa::kAvx512)) ops.push_back({"avx512", cpu::attention_row_ops_avx512(codec)});
+  return ops;
+}
+
+// The block kernels (scores of 16 keys folded together, value accumulators held across a block)
+// against the portable ones, for chunk lengths that end mid-block, GQA groups 1, 4 and 7 and
+// head dims 64 and 128: every ISA gives the portable bits.
+TEST(Attention, BlockKernelsOfEveryIsaEqualPortableBitForBit) {
+  for (int64_t dim : {64, 128})
+    for (const KVCodecSpec& spec : every_codec()) {
+      const PagedFixture f(spec, 300, dim);
+      const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
+                                f.codec.key_row_bytes(), f.codec.value_row_bytes(),
+                                f.table.data(), f.block_size, f.kv_heads, 1};
+      for (int group : {1, 4, 7})
+        for (int64_t n : {1, 15, 17, 100, 256}) {
+          const Tensor q = random_queries(1, group, dim, unsigned(n + group));
+          std::vector<float> scratch, want;
+          for (const auto& [name, ops] : runnable_row_ops(f.codec)) {
+            std::vector<float> got(size_t(group) * size_t(dim + 2));
+            float* out = got.data();
+            cpu::attention_chunk(ops, f.codec, rows, q.data<float>(), group, 0.125f, 3, 3 + n,
+                                 {out + 2 * group, out, out + group}, scratch);
+            if (want.empty()) want = got;
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+                << name << " " << kv_codec_name(spec) << " dim " << dim << " group " << group << " n " << n;
+          }
+        }
+    }
+}
+
+// A tile of queries sharing a chunk gives each query exactly its result alone, for queries that
+// end at different keys (the shorter ones stop mid-block).
+TEST(Attention, TiledChunkEqualsEachQueryAlone) {
+  const PagedFixture f(kv_affine_spec(4, 64, DType::kBF16), 300);
+  const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
+                            f.codec.key_row_bytes(), f.codec.value_row_bytes(),
+                            f.table.data(), f.block_size, f.kv_heads, 0};
+  const int group = 7, d = int(f.dim);
+  const std::vector<int64_t> ends = {21, 40, 41, 250};
+  const Tensor q = random_queries(int64_t(ends.size()), group, d, 4);
+  const size_t per = size_t(group) * size_t(d + 2);
+  std::vector<float> tiled(ends.size() * per), alone(ends.size() * per), scratch;
+  std::vector<cpu::ChunkQuery> queries;
+  for (size_t t = 0; t < ends.size(); ++t) {
+    float* out = tiled.data() + t * per;
+    queries.push_back({q.data<float>() + t * size_t(group * d), ends[t], {out + 2 * group, out, out + group}});
+  }
+  const cpu::AttentionRowOps ops = cpu::attention_row_ops(f.codec);
+  cpu::attention_chunk(ops, f.codec, rows, group, 0.125f, 5, queries, scratch);
+  for (size_t t = 0; t < ends.size(); ++t) {
+    float* out = alone.data() + t * per;
+    cpu::attention_chunk(ops, f.codec, rows, q.data<float>() + t * size_t(group * d), group, 0.125f, 5,
+                         ends[t], {out + 2 * group, out, out + group}, scratch);
+  }
+  EXPECT_EQ(std::memcmp(tiled.data(), alone.data(), tiled.size() * sizeof(float)), 0);
+}
+
+// Prefill runs query tiles; each token's row must equal decoding that token alone, with and
+// without a sliding window, over several chunks, for GQA groups 1, 4 and 7 and head dims 64/128.
+TEST(Attention, TiledPrefillEqualsTokenByTokenDecode) {
+  struct Case { KVCodecSpec spec; int64_t dim, group, window; };
+  const std::vector<Case> cases = {{kv_passthrough_spec(DType::kF32), 64, 4, 0},
+                                   {kv_passthrough_spec(DType::kBF16), 128, 1, 0},
+                                   {kv_affine_spec(4, 64, DType::kBF16), 64, 7, 0},
+                                   {kv_affine_spec(8, 32, DType::kBF16), 64, 7, 300},
+                                   {kv_turbo_spec(8, 3), 128, 4, 0},
+                                   {kv_turbo_spec(4, 2), 64, 7, 100}};
+  for (const Case& c : cases) {
+    const int64_t tokens = 560;
+    const PagedFixture f(c.spec, tokens, c.dim);
+    const int64_t heads = c.group * f.kv_heads;
+    const Tensor q = random_queries(tokens, heads, c.dim, 12);
+    const AttentionParams p = {0.125f, c.window};
+    const Tensor all = attention(q, f.view(), 0, p);
+    const Tensor part = attention(q.slice(0, 250, 530), f.view(), 250, p);  // a prefill chunk
+    for (int64_t i = 0; i < tokens; ++i) {
+      const Tensor one = attention(q.slice(0, i, i + 1), f.view(), i, p);
+      ASSERT_EQ(std::memcmp(one.raw(), all.slice(0, i, i + 1).raw(), one.nbytes()), 0)
+          << kv_codec_name(c.spec) << " window " << c.window << " token " << i;
+      if (i >= 250 && i < 530)
+        ASSERT_EQ(std::memcmp(one.raw(), part.slice(0, i - 250, i - 249).raw(), one.nbytes()), 0)
+            << kv_codec_name(c.spec) << " window " << c.window << " chunked token " << i;
+    }
+  }
+}
+
+// One attention_batch call over sequences of different lengths, positions and codecs equals
+// the per-sequence calls row for row, whatever the thread count.
+TEST(Attention, BatchEqualsPerSequenceCalls) {
+  const PagedFixture a(kv_turbo_spec(8, 3), 700), b(kv_passthrough_spec(DType::kBF16), 40),
+      c(kv_affine_spec(4, 64, DType::kBF16), 300);
+  struct Part { const PagedFixture* f; int64_t n_past, n; };
+  const std::vector<Part> parts = {{&a, 699, 1}, {&b, 0, 40}, {&c, 250, 50}, {&a, 500, 3}};
+  const int64_t heads = 8;
+  std::vector<AttentionSequence> seqs;
+  for (size_t i = 0; i < parts.size(); ++i)
+    seqs.push_back({random_queries(parts[i].n, heads, 64, unsigned(20 + i)), parts[i].f->view(), parts[i].n_past});
+  ThreadPool one(1), three(3);
+  for (ThreadPool* pool : {&one, &three}) {
+    set_thread_pool(pool);
+    for (const int64_t window : {int64_t(0), int64_t(100)}) {
+      const AttentionParams p = {0.125f, window};
+      const Tensor batch = attention_batch(seqs, p);
+      int64_t row = 0;
+      for (const AttentionSequence& s : seqs) {
+        const Tensor alone = attention(s.q, s.kv, s.n_past, p);
+        EXPECT_EQ(std::memcmp(alone.raw(), batch.slice(0, row, row + s.q.dim(0)).raw(), alone.nbytes()), 0)
+            << "row " << row << " window " << window;
+        row += s.q.dim(0);
+      }
+      EXPECT_EQ(row, batch.dim(0));
+    }
+  }
+  set_thread_pool(nullptr);
+}
+
+TEST(Attention, BatchRefusesSequencesOfDifferentShapes) {
+  const PagedFixture a(kv_passthrough_spec(DType::kBF16), 20), b(kv_passthrough_spec(DType::kBF16), 20);
+  const std::vector<AttentionSequence> seqs = {{random_queries(2, 8, 64, 1), a.view(), 10},
+                                               {random_queries(2, 4, 64, 2), b.view(), 10}};
+  try {
+    attention_batch(seqs, {0.125f, 0});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "attention: the batch's sequences differ in heads or head_dim: f32[2, 4, 64] cpu and f32[2, 8, 64] cpu");
   }
 }
 

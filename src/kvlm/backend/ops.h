@@ -152,4 +152,18 @@ struct AttentionParams {
 // mapped back once per output row (TurboQuant: one inverse rotation).
 Tensor attention(const Tensor& q, const PagedKV& kv, int64_t n_past, const AttentionParams& p);
 
+// One sequence of a batched attention call: its new queries, its paged KV, and how many of its
+// tokens were stored before them.
+struct AttentionSequence {
+  Tensor q;
+  PagedKV kv;
+  int64_t n_past = 0;
+};
+
+// ops::attention for several sequences of one layer at once: one thread-pool round runs every
+// sequence's chunks, one more merges them. Returns f32 [sum of n, heads*head_dim], the
+// sequences' rows in order, each exactly what ops::attention gives for its sequence alone. The
+// sequences must agree in heads, head_dim and kv heads (their codecs may differ).
+Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionParams& p);
+
 }  // namespace kvlm::ops

@@ -156,17 +156,17 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
   }
   ops::rope_inplace(q, positions, cfg.rope);
   ops::rope_inplace(k, positions, cfg.rope);
-  std::vector<Tensor> outputs;
+  // Every sequence's new K/V is stored first, then one attention call covers the whole batch.
+  std::vector<ops::AttentionSequence> seqs;
   int64_t row = 0;
   for (const SequenceBatchView& s : b.seqs) {
     const ops::PagedKV kv = s.kv->layer_view(layer);
     const int64_t end = row + s.n_new;
     ops::kv_write(k.slice(0, row, end), v.slice(0, row, end), kv, s.n_past);
-    outputs.push_back(ops::attention(q.slice(0, row, end), kv, s.n_past, lw.attention));
+    seqs.push_back({q.slice(0, row, end), kv, s.n_past});
     row = end;
   }
-  const Tensor attn = outputs.size() == 1 ? outputs[0] : ops::concat_rows(outputs);
-  return ops::linear(attn, lw.o);
+  return ops::linear(ops::attention_batch(seqs, lw.attention), lw.o);
 }
 
 Tensor Model::Impl::mlp_block(const LayerWeights& lw, const Tensor& x) const {

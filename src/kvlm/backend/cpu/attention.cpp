@@ -39,63 +39,146 @@ const float* portable_value(const KVCodec& c, const uint8_t* row, float* buf) {
   return buf;
 }
 
-void portable_accumulate(float* acc, const float* w, int group, const float* v, int d) {
-  for (int g = 0; g < group; ++g) {
-    float* a = acc + size_t(g) * size_t(d);
-    for (int i = 0; i < d; ++i) a[i] += w[g] * v[i];
+void portable_score_block(const float* q, int group, int d, const float* const* k, int rows,
+                          float scale, float* s, size_t stride) {
+  for (int g = 0; g < group; ++g)
+    for (int r = 0; r < rows; ++r)
+      s[size_t(g) * stride + size_t(r)] = dot(q + size_t(g) * size_t(d), k[r], d) * scale;
+}
+
+void portable_accumulate_block(float* acc, int group, int d, const float* w, size_t stride,
+                               const float* const* v, int rows) {
+  for (int g = 0; g < group; ++g)
+    for (int r = 0; r < rows; ++r) {
+      float* a = acc + size_t(g) * size_t(d);
+      const float wr = w[size_t(g) * stride + size_t(r)];
+      for (int i = 0; i < d; ++i) a[i] += wr * v[r][i];
+    }
+}
+
+constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
+                                          portable_accumulate_block};
+
+// Decodes rows first .. first+count-1 (count <= kKeyBlock) of a chunk through `decode` into buf
+// (kKeyBlock rows of d floats), pointing row[r] at each; the unused pointers repeat row 0 so a
+// SIMD kernel may read the whole block. Rows are read once and little work is done per byte, so
+// the next block is prefetched (the hardware prefetcher alone left the 2-byte codecs waiting on
+// memory at long context).
+template <class RowAt>
+void decode_block(const float* (*decode)(const KVCodec&, const uint8_t*, float*),
+                  const KVCodec& codec, RowAt row_at, size_t bytes, int64_t first, int count,
+                  int64_t next_end, float* buf, const float** row) {
+  for (int r = 0; r < count; ++r) {
+    const int64_t ahead = first + kKeyBlock + r;
+    if (ahead < next_end)
+      for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(row_at(ahead) + at);
+    row[r] = decode(codec, row_at(first + r), buf + size_t(r) * size_t(codec.head_dim()));
+  }
+  for (int r = count; r < kKeyBlock; ++r) row[r] = row[0];
+}
+
+// out[g] = op(...op(op(init, s_g[0]), s_g[1])..., s_g[n-1]) for the N heads at s (head g's
+// values at s + g*ns), in position order. The heads advance together with their running values in
+// registers, so their dependency chains overlap.
+template <int N, class Op>
+void reduce_head_tile(const float* s, size_t ns, int64_t n, float init, Op op, float* out) {
+  float r[N];
+  for (float& x : r) x = init;
+  for (int64_t j = 0; j < n; ++j) {
+#pragma GCC unroll 8
+    for (int g = 0; g < N; ++g) r[g] = op(r[g], s[size_t(g) * ns + size_t(j)]);
+  }
+  for (int g = 0; g < N; ++g) out[g] = r[g];
+}
+
+template <class Op>
+void reduce_heads(const float* s, size_t ns, int64_t n, int group, float init, Op op, float* out) {
+  int g = 0;
+  for (; g + 8 <= group; g += 8) reduce_head_tile<8>(s + size_t(g) * ns, ns, n, init, op, out + g);
+  const float* sg = s + size_t(g) * ns;
+  switch (group - g) {
+    case 1: return reduce_head_tile<1>(sg, ns, n, init, op, out + g);
+    case 2: return reduce_head_tile<2>(sg, ns, n, init, op, out + g);
+    case 3: return reduce_head_tile<3>(sg, ns, n, init, op, out + g);
+    case 4: return reduce_head_tile<4>(sg, ns, n, init, op, out + g);
+    case 5: return reduce_head_tile<5>(sg, ns, n, init, op, out + g);
+    case 6: return reduce_head_tile<6>(sg, ns, n, init, op, out + g);
+    case 7: return reduce_head_tile<7>(sg, ns, n, init, op, out + g);
+    default: return;
   }
 }
-
-constexpr int64_t kPrefetchRows = 4;
-
-void prefetch_row(const uint8_t* row, size_t bytes) {
-  for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at);
-}
-
-constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_accumulate};
 
 }  // namespace
 
 AttentionRowOps attention_row_ops_portable(const KVCodec&) { return kPortableOps; }
 
 AttentionRowOps attention_row_ops(const KVCodec& codec) {
-  return cpu_isa() == Isa::kPortable ? attention_row_ops_portable(codec)
-                                     : attention_row_ops_avx2(codec);
+  switch (cpu_isa()) {
+    case Isa::kAvx512: return attention_row_ops_avx512(codec);
+    case Isa::kAvx2: return attention_row_ops_avx2(codec);
+    default: return attention_row_ops_portable(codec);
+  }
+}
+
+void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
+                     int group, float scale, int64_t begin, std::span<const ChunkQuery> queries,
+                     std::vector<float>& scratch) {
+  const int d = codec.head_dim();
+  int64_t n_max = 0;
+  for (const ChunkQuery& cq : queries) n_max = std::max(n_max, cq.end - begin);
+  // Scores of query t, head g at s[(t*group + g)*ns ..], ns padded to whole blocks so a block's
+  // scores always fit.
+  const size_t ns = size_t((n_max + kKeyBlock - 1) / kKeyBlock * kKeyBlock);
+  scratch.resize(queries.size() * size_t(group) * ns + size_t(kKeyBlock) * size_t(d));
+  float* buf = scratch.data() + queries.size() * size_t(group) * ns;
+  const auto scores = [&](size_t t) { return scratch.data() + t * size_t(group) * ns; };
+  const float* row[kKeyBlock];
+  const auto key_at = [&](int64_t j) { return rows.key(begin + j); };
+  const auto value_at = [&](int64_t j) { return rows.value(begin + j); };
+  // Each decoded block serves every query that sees (part of) it.
+  for (int64_t j = 0; j < n_max; j += kKeyBlock) {
+    decode_block(ops.key, codec, key_at, rows.key_bytes, j, int(std::min<int64_t>(kKeyBlock, n_max - j)),
+                 n_max, buf, row);
+    for (size_t t = 0; t < queries.size(); ++t) {
+      const int64_t n = queries[t].end - begin;
+      if (j < n)
+        ops.score_block(queries[t].q, group, d, row, int(std::min<int64_t>(kKeyBlock, n - j)),
+                        scale, scores(t) + j, ns);
+    }
+  }
+  for (size_t t = 0; t < queries.size(); ++t) {
+    const ChunkResult& out = queries[t].out;
+    const int64_t n = queries[t].end - begin;
+    float* s = scores(t);
+    // Softmax per head: maximum, numerators, their sum in position order.
+    reduce_heads(s, ns, n, group, -INFINITY, [](float m, float x) { return std::max(m, x); }, out.m);
+    for (int g = 0; g < group; ++g) vector_math().exp_shifted(s + size_t(g) * ns, n, out.m[g]);
+    reduce_heads(s, ns, n, group, 0.0f, [](float l, float x) { return l + x; }, out.l);
+    // The value weights w = p / l, once per (head, key).
+    for (int g = 0; g < group; ++g) {
+      float* sg = s + size_t(g) * ns;
+      const float l = out.l[g];
+      for (int64_t j = 0; j < n; ++j) sg[j] /= l;
+    }
+    std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
+  }
+  for (int64_t j = 0; j < n_max; j += kKeyBlock) {
+    decode_block(ops.value, codec, value_at, rows.value_bytes, j,
+                 int(std::min<int64_t>(kKeyBlock, n_max - j)), n_max, buf, row);
+    for (size_t t = 0; t < queries.size(); ++t) {
+      const int64_t n = queries[t].end - begin;
+      if (j < n)
+        ops.accumulate_block(queries[t].out.o, group, d, scores(t) + j, ns, row,
+                             int(std::min<int64_t>(kKeyBlock, n - j)));
+    }
+  }
 }
 
 void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
                      const float* q, int group, float scale, int64_t begin, int64_t end,
                      const ChunkResult& out, std::vector<float>& scratch) {
-  const int d = codec.head_dim();
-  const int64_t n = end - begin;
-  scratch.resize(size_t(group) * size_t(n) + size_t(d) + size_t(group));
-  float* s = scratch.data();  // [group][n] scores, then softmax numerators
-  float* buf = s + size_t(group) * size_t(n);
-  float* w = buf + d;
-  // Rows are read once and the loop does little work per byte, so the next rows are prefetched
-  // (the hardware prefetcher alone left the 2-byte codecs waiting on memory at long context).
-  for (int64_t j = 0; j < n; ++j) {
-    if (j + kPrefetchRows < n) prefetch_row(rows.key(begin + j + kPrefetchRows), rows.key_bytes);
-    score_group(q, group, d, ops.key(codec, rows.key(begin + j), buf), scale, s + j, size_t(n));
-  }
-  for (int g = 0; g < group; ++g) {
-    float* sg = s + size_t(g) * size_t(n);
-    float m = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, sg[j]);
-    // The exponentials first (vectorised), then their sum in position order.
-    vector_math().exp_shifted(sg, n, m);
-    float l = 0.0f;
-    for (int64_t j = 0; j < n; ++j) l += sg[j];
-    out.m[g] = m;
-    out.l[g] = l;
-  }
-  std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    if (j + kPrefetchRows < n) prefetch_row(rows.value(begin + j + kPrefetchRows), rows.value_bytes);
-    const float* v = ops.value(codec, rows.value(begin + j), buf);
-    for (int g = 0; g < group; ++g) w[g] = s[size_t(g) * size_t(n) + size_t(j)] / out.l[g];
-    ops.accumulate(out.o, w, group, v, d);
-  }
+  const ChunkQuery one = {q, end, out};
+  attention_chunk(ops, codec, rows, group, scale, begin, {&one, 1}, scratch);
 }
 
 }  // namespace cpu
@@ -153,10 +236,31 @@ int64_t chunk_count(int64_t pos, const AttentionParams& p) {
   return (pos - first_key(pos, p) + kAttentionChunk) / kAttentionChunk;
 }
 
-// One (query token, kv head, chunk) task and where its partial result goes.
+// Query tokens of one sequence share a task when they see the same chunk of keys: prefill
+// decodes each key and value block once for up to this many of them.
+constexpr int64_t kQueryTile = 8;
+
+// One sequence of an attention_batch call, checked.
+struct SeqJob {
+  const float* q;
+  const PagedKV* kv;
+  KVLayout l;
+  cpu::AttentionRowOps ops;
+  int64_t n_past, row0;  // row0: its first row in the batch output
+};
+
+// Where a query token's keys start and how its results are kept.
+struct TokenInfo {
+  int32_t seq;
+  int64_t pos, first, chunks;
+  int64_t partial;  // its first partial slot (kv head h's chunk c: partial + h*chunks + c); -1
+                    // when it has one chunk, whose result is written in place
+};
+
+// One task: the tokens [token_begin, token_end) of a sequence (batch rows), one kv head and
+// the chunk of keys starting at `begin` that all of them see, each up to its own position.
 struct ChunkTask {
-  int64_t token, kv_head, begin, end;
-  int64_t partial;  // index of its partial slot, -1 when the row has one chunk (written in place)
+  int64_t token_begin, token_end, kv_head, chunk, begin;
 };
 
 }  // namespace
@@ -184,93 +288,128 @@ void kv_write(const Tensor& k, const Tensor& v, const PagedKV& kv, int64_t start
     }
 }
 
-Tensor attention(const Tensor& q, const PagedKV& kv, int64_t n_past, const AttentionParams& p) {
+Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionParams& p) {
   const ProfileScope profile(OpKind::kAttention);
-  const KVLayout l = check_paged(kv, "attention");
-  cpu::check_f32(q, 3, "attention", "queries");
-  const int64_t n = q.dim(0), heads = q.dim(1), D = q.dim(2);
-  check(D == l.head_dim && heads % l.kv_heads == 0,
-        "attention: queries " + q.describe() + " do not match the cache " + kv.keys.describe() +
-            " of codec " + kv.codec->name());
-  check_table_covers(kv, l, n_past + n, "attention");
-  const KVCodec& codec = *kv.codec;
-  const int group = int(heads / l.kv_heads);
-  const cpu::AttentionRowOps row_ops = cpu::attention_row_ops(codec);
-  Tensor out = Tensor::empty({n, heads * D}, DType::kF32);
-  const float* qp = q.data<float>();
+  check(!seqs.empty(), "attention: no sequences");
+  int64_t heads = 0, D = 0;
+  std::vector<SeqJob> jobs;
+  int64_t total = 0;
+  for (const AttentionSequence& s : seqs) {
+    const KVLayout l = check_paged(s.kv, "attention");
+    cpu::check_f32(s.q, 3, "attention", "queries");
+    check(s.q.dim(2) == l.head_dim && s.q.dim(1) % l.kv_heads == 0,
+          "attention: queries " + s.q.describe() + " do not match the cache " +
+              s.kv.keys.describe() + " of codec " + s.kv.codec->name());
+    if (jobs.empty()) heads = s.q.dim(1), D = s.q.dim(2);
+    check(s.q.dim(1) == heads && l.head_dim == D && (jobs.empty() || l.kv_heads == jobs[0].l.kv_heads),
+          "attention: the batch's sequences differ in heads or head_dim: " + s.q.describe() +
+              " and " + seqs[0].q.describe());
+    check_table_covers(s.kv, l, s.n_past + s.q.dim(0), "attention");
+    jobs.push_back({s.q.data<float>(), &s.kv, l, cpu::attention_row_ops(*s.kv.codec), s.n_past, total});
+    total += s.q.dim(0);
+  }
+  const int64_t kv_heads = jobs[0].l.kv_heads;
+  const int group = int(heads / kv_heads);
+  Tensor out = Tensor::empty({total, heads * D}, DType::kF32);
   float* op = out.data<float>();
 
+  // Tokens, their partial slots, and tasks: consecutive tokens of a sequence with the same first
+  // key form a tile; chunk c of a tile is one task per kv head over the tile's tokens that reach
+  // it (a suffix of the tile, since later tokens have at least as many chunks).
+  std::vector<TokenInfo> tokens;
   std::vector<ChunkTask> tasks;
   int64_t partials = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t pos = n_past + i, first = first_key(pos, p), chunks = chunk_count(pos, p);
-    for (int64_t h = 0; h < l.kv_heads; ++h)
-      for (int64_t c = 0; c < chunks; ++c)
-        tasks.push_back({i, h, first + c * kAttentionChunk,
-                         std::min(pos + 1, first + (c + 1) * kAttentionChunk),
-                         chunks == 1 ? -1 : partials++});
+  for (size_t si = 0; si < jobs.size(); ++si) {
+    const SeqJob& job = jobs[si];
+    const int64_t n = seqs[si].q.dim(0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = job.n_past + i, chunks = chunk_count(pos, p);
+      tokens.push_back({int32_t(si), pos, first_key(pos, p), chunks, chunks == 1 ? -1 : partials});
+      if (chunks > 1) partials += kv_heads * chunks;
+    }
+    for (int64_t i = 0; i < n;) {
+      const int64_t t0 = job.row0 + i;
+      int64_t t1 = t0 + 1;
+      while (t1 < job.row0 + n && t1 - t0 < kQueryTile && tokens[size_t(t1)].first == tokens[size_t(t0)].first) ++t1;
+      for (int64_t c = 0; c < tokens[size_t(t1 - 1)].chunks; ++c) {
+        int64_t tb = t0;
+        while (tokens[size_t(tb)].chunks <= c) ++tb;
+        for (int64_t h = 0; h < kv_heads; ++h)
+          tasks.push_back({tb, t1, h, c, tokens[size_t(t0)].first + c * kAttentionChunk});
+      }
+      i += t1 - t0;
+    }
   }
   // Partial slots of multi-chunk rows: group maxima, group sums, then group*D outputs. A
   // single-chunk row writes its output in place; its maxima and sums go to single_stats, unused.
   const size_t slot_floats = size_t(group) * size_t(D + 2);
   std::vector<float> partial(size_t(partials) * slot_floats);
-  std::vector<float> single_stats(size_t(n * l.kv_heads) * 2 * size_t(group));
+  std::vector<float> single_stats(size_t(total * kv_heads) * 2 * size_t(group));
 
   thread_pool().parallel_for(tasks.size(), 1, [&](size_t b, size_t e) {
     std::vector<float> scratch;
+    std::vector<cpu::ChunkQuery> queries;
     for (size_t t = b; t < e; ++t) {
       const ChunkTask& task = tasks[t];
-      const int64_t row = task.token * heads + task.kv_head * group;  // first query head
-      cpu::ChunkResult r;
-      if (task.partial < 0) {
-        r.o = op + row * D;
-        r.m = single_stats.data() + size_t(task.token * l.kv_heads + task.kv_head) * 2 * size_t(group);
-      } else {
-        r.m = partial.data() + size_t(task.partial) * slot_floats;
-        r.o = r.m + 2 * size_t(group);
+      const SeqJob& job = jobs[size_t(tokens[size_t(task.token_begin)].seq)];
+      queries.clear();
+      for (int64_t gt = task.token_begin; gt < task.token_end; ++gt) {
+        const TokenInfo& tok = tokens[size_t(gt)];
+        const int64_t head0 = task.kv_head * group;  // first query head
+        cpu::ChunkResult r;
+        if (tok.partial < 0) {
+          r.o = op + (gt * heads + head0) * D;
+          r.m = single_stats.data() + size_t(gt * kv_heads + task.kv_head) * 2 * size_t(group);
+        } else {
+          r.m = partial.data() + size_t(tok.partial + task.kv_head * tok.chunks + task.chunk) * slot_floats;
+          r.o = r.m + 2 * size_t(group);
+        }
+        r.l = r.m + group;
+        queries.push_back({job.q + ((gt - job.row0) * heads + head0) * D,
+                           std::min(tok.pos + 1, task.begin + kAttentionChunk), r});
       }
-      r.l = r.m + group;
-      cpu::attention_chunk(row_ops, codec, rows_of(kv, l, task.kv_head), qp + row * D, group,
-                           p.scale, task.begin, task.end, r, scratch);
+      cpu::attention_chunk(job.ops, *job.kv->codec, rows_of(*job.kv, job.l, task.kv_head), group,
+                           p.scale, task.begin, queries, scratch);
     }
   });
 
   // Merge multi-chunk rows in chunk order, then map every output row back from the value domain.
-  // tasks are ordered by (token, kv head, chunk), so a row's chunks are contiguous.
-  std::vector<size_t> row_first(size_t(n * l.kv_heads) + 1);
-  for (size_t t = tasks.size(); t-- > 0;)
-    row_first[size_t(tasks[t].token * l.kv_heads + tasks[t].kv_head)] = t;
-  row_first.back() = tasks.size();
-  thread_pool().parallel_for(size_t(n * l.kv_heads), 1, [&](size_t b, size_t e) {
+  thread_pool().parallel_for(size_t(total * kv_heads), 1, [&](size_t b, size_t e) {
     std::vector<float> factor;
     for (size_t r = b; r < e; ++r) {
-      const ChunkTask* first = &tasks[row_first[r]];
-      const size_t chunks = row_first[r + 1] - row_first[r];
-      float* o = op + (first->token * heads + first->kv_head * group) * D;
-      if (chunks > 1) {
+      const int64_t gt = int64_t(r) / kv_heads, h = int64_t(r) % kv_heads;
+      const TokenInfo& tok = tokens[size_t(gt)];
+      const SeqJob& job = jobs[size_t(tok.seq)];
+      float* o = op + (gt * heads + h * group) * D;
+      if (tok.chunks > 1) {
+        const float* slots = partial.data() + size_t(tok.partial + h * tok.chunks) * slot_floats;
+        const size_t chunks = size_t(tok.chunks);
         factor.resize(chunks);
         for (int g = 0; g < group; ++g) {
           float m = -INFINITY, sum = 0.0f;
-          for (size_t c = 0; c < chunks; ++c)
-            m = std::max(m, partial[size_t(first[c].partial) * slot_floats + size_t(g)]);
+          for (size_t c = 0; c < chunks; ++c) m = std::max(m, slots[c * slot_floats + size_t(g)]);
           for (size_t c = 0; c < chunks; ++c) {
-            const float* slot = partial.data() + size_t(first[c].partial) * slot_floats;
+            const float* slot = slots + c * slot_floats;
             sum += (factor[c] = slot[group + g] * std::exp(slot[g] - m));
           }
           float* og = o + g * D;
           std::fill(og, og + D, 0.0f);
           for (size_t c = 0; c < chunks; ++c) {
             const float w = factor[c] / sum;
-            const float* oc =
-                partial.data() + size_t(first[c].partial) * slot_floats + 2 * size_t(group) + size_t(g * D);
-            row_ops.accumulate(og, &w, 1, oc, int(D));
+            const float* oc = slots + c * slot_floats + 2 * size_t(group) + size_t(g * D);
+            job.ops.accumulate_block(og, 1, int(D), &w, 0, &oc, 1);
           }
         }
       }
-      for (int g = 0; g < group; ++g) codec.inverse_value_transform(o + g * D);
+      for (int g = 0; g < group; ++g) job.kv->codec->inverse_value_transform(o + g * D);
     }
   });
   return out;
+}
+
+Tensor attention(const Tensor& q, const PagedKV& kv, int64_t n_past, const AttentionParams& p) {
+  const AttentionSequence one = {q, kv, n_past};
+  return attention_batch({&one, 1}, p);
 }
 
 }  // namespace ops

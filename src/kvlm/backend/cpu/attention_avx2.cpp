@@ -6,7 +6,8 @@
 //   TurboQuant values        centroid[code] * scale          (turbo_decode_value_row_rotated)
 //   MLX affine               scale * code + bias             (affine_dequantize_row)
 // so attention gives the same bits with either ISA. Codes are read from the little-endian bit
-// stream both codecs use eight at a time (codes8).
+// stream both codecs use eight at a time (codes8). The block kernels (attention_blocks.inl) run
+// here on 16 lanes held as two ymm registers.
 #include <immintrin.h>
 
 #include <cstring>
@@ -136,16 +137,6 @@ KVLM_AVX2 const float* affine_row(const KVCodec& c, const uint8_t* row, float* b
   return buf;
 }
 
-KVLM_AVX2 void accumulate(float* acc, const float* w, int group, const float* v, int d) {
-  for (int g = 0; g < group; ++g) {
-    float* a = acc + size_t(g) * size_t(d);
-    const __m256 wg = _mm256_set1_ps(w[g]);
-    for (int i = 0; i < d; i += 8)
-      _mm256_storeu_ps(a + i, _mm256_add_ps(_mm256_loadu_ps(a + i),
-                                            _mm256_mul_ps(wg, _mm256_loadu_ps(v + i))));
-  }
-}
-
 using RowFn = const float* (*)(const KVCodec&, const uint8_t*, float*);
 
 RowFn turbo_key_fn(int bits) {
@@ -180,23 +171,84 @@ RowFn affine_fn(int bits) {
 
 }  // namespace
 
+// 16 lanes as two ymm registers for the block kernels.
+#define KVLM_TARGET __attribute__((target("avx2,fma,f16c")))
+
+namespace {
+
+struct Lanes {
+  __m256 lo, hi;
+
+  static KVLM_TARGET Lanes zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static KVLM_TARGET Lanes load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  KVLM_TARGET void store(float* p) const { _mm256_storeu_ps(p, lo), _mm256_storeu_ps(p + 8, hi); }
+  static KVLM_TARGET Lanes set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+  static KVLM_TARGET Lanes fma(Lanes a, Lanes b, Lanes acc) {
+    return {_mm256_fmadd_ps(a.lo, b.lo, acc.lo), _mm256_fmadd_ps(a.hi, b.hi, acc.hi)};
+  }
+  static KVLM_TARGET Lanes add(Lanes a, Lanes b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+  static KVLM_TARGET Lanes mul(Lanes a, Lanes b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+
+  // The fold of 16 accumulators, each step adding two rows' halves at once:
+  //   k + k+8: lo + hi, one row per register;
+  //   k + k+4: 128-bit halves of rows 2p, 2p+1 side by side, added (a register holds 2 rows);
+  //   k + k+2, k + k+1: shuffles within 128-bit lanes pair up two registers (4, then 8 rows).
+  // Register e[t] then holds row 8t + 2m + L in element 4L + m; one permute restores row order.
+  static KVLM_TARGET void reduce16(const Lanes (&acc)[16], float* out) {
+    __m256 b[16], c[8], d[4];
+    #pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) b[r] = _mm256_add_ps(acc[r].lo, acc[r].hi);
+    #pragma GCC unroll 16
+    for (int p = 0; p < 8; ++p)
+      c[p] = _mm256_add_ps(_mm256_permute2f128_ps(b[2 * p], b[2 * p + 1], 0x20),
+                           _mm256_permute2f128_ps(b[2 * p], b[2 * p + 1], 0x31));
+    #pragma GCC unroll 16
+    for (int s = 0; s < 4; ++s)
+      d[s] = _mm256_add_ps(_mm256_shuffle_ps(c[2 * s], c[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm256_shuffle_ps(c[2 * s], c[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    #pragma GCC unroll 16
+    for (int t = 0; t < 2; ++t) {
+      const __m256 e = _mm256_add_ps(_mm256_shuffle_ps(d[2 * t], d[2 * t + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm256_shuffle_ps(d[2 * t], d[2 * t + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+      _mm256_storeu_ps(out + 8 * t, _mm256_permutevar8x32_ps(e, order));
+    }
+  }
+};
+
+// 16 ymm registers: 4 accumulators of two registers each (one head x 4 slices), the rest for
+// value slices and the weight.
+constexpr int kValueTile = 4;
+
+}  // namespace
+}  // namespace kvlm::cpu
+
+#include "kvlm/backend/cpu/attention_blocks.inl"
+
+namespace kvlm::cpu {
+
 AttentionRowOps attention_row_ops_avx2(const KVCodec& codec) {
   // Every vector loop here steps by 8; odd head dims stay portable.
   if (codec.head_dim() % 8 != 0) return attention_row_ops_portable(codec);
+  AttentionRowOps ops = attention_row_ops_portable(codec);
   const KVCodecSpec& s = codec.spec();
   switch (s.kind) {
-    case KVCodecKind::kF32: return {f32_row, f32_row, accumulate};
-    case KVCodecKind::kBF16: return {half_row<true>, half_row<true>, accumulate};
-    case KVCodecKind::kF16: return {half_row<false>, half_row<false>, accumulate};
+    case KVCodecKind::kF32: ops.key = ops.value = f32_row; break;
+    case KVCodecKind::kBF16: ops.key = ops.value = half_row<true>; break;
+    case KVCodecKind::kF16: ops.key = ops.value = half_row<false>; break;
     case KVCodecKind::kTurbo:
-      return {turbo_key_fn(s.key_bits), turbo_value_fn(s.value_bits), accumulate};
+      ops.key = turbo_key_fn(s.key_bits);
+      ops.value = turbo_value_fn(s.value_bits);
+      break;
     case KVCodecKind::kAffine:
-      if (const RowFn f = affine_fn(s.bits)) return {f, f, accumulate};
+      if (const RowFn f = affine_fn(s.bits)) ops.key = ops.value = f;
       break;
     default: break;
   }
-  AttentionRowOps ops = attention_row_ops_portable(codec);
-  ops.accumulate = accumulate;
+  if (codec.head_dim() % 16 == 0) {
+    ops.score_block = score_block_simd;
+    ops.accumulate_block = accumulate_block_simd;
+  }
   return ops;
 }
 

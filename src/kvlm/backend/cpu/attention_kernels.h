@@ -1,15 +1,17 @@
 #pragma once
 // The pieces of CPU attention over codec rows (attention.cpp puts them together):
-//  - AttentionRowOps, the per-row work that differs by ISA: decode a key row, decode a value row
-//    into the codec's value domain, add weighted value rows into a group of accumulators. The
-//    AVX2 versions perform the same elementwise operations as the portable ones (separately
-//    rounded multiply and add, no FMA, exact widenings), so they are bit-identical and the ISA
-//    never changes a result;
+//  - AttentionRowOps, the work that differs by ISA: decode a key row, decode a value row into
+//    the codec's value domain, score a block of kKeyBlock decoded keys against a group of query
+//    heads, add a block of weighted value rows into a group of accumulators. The SIMD versions
+//    perform the same operations as the portable ones (cpu::dot's lane order and fold; separately
+//    rounded multiply and add, no FMA, for values; exact widenings), so they are bit-identical
+//    and the ISA never changes a result;
 //  - attention_chunk: one query token's heads that share a kv head, against a run of keys;
 //  - attention_reference: the plain algorithm (every row decoded through the codec, one softmax
 //    over all keys) that the chunked kernel is tested against.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
@@ -17,12 +19,9 @@
 
 namespace kvlm::cpu {
 
-// s[g * stride] = dot(q + g*d, k, d) * scale for the `group` query heads that share key row k;
-// cpu::dot runs on the process's ISA and every ISA gives the same bits (dot.h).
-inline void score_group(const float* q, int group, int d, const float* k, float scale, float* s,
-                        size_t stride) {
-  for (int g = 0; g < group; ++g) s[size_t(g) * stride] = dot(q + size_t(g) * size_t(d), k, d) * scale;
-}
+// Keys and values are processed in blocks of this many rows: one 16-lane dot accumulator per
+// key fills the registers, and the 16 accumulators fold together into one vector of scores.
+inline constexpr int kKeyBlock = 16;
 
 struct AttentionRowOps {
   // The key row as f32: a pointer into the row itself (f32 passthrough) or into buf (head_dim
@@ -30,15 +29,25 @@ struct AttentionRowOps {
   const float* (*key)(const KVCodec& codec, const uint8_t* row, float* buf);
   // The value row in the codec's value domain, as KVCodec::decode_value_row_rotated; same rule.
   const float* (*value)(const KVCodec& codec, const uint8_t* row, float* buf);
-  // acc[g*d + i] += w[g] * v[i] for g < group, i < d.
-  void (*accumulate)(float* acc, const float* w, int group, const float* v, int d);
+  // s[g*stride + r] = dot(q + g*d, k[r], d) * scale for g < group, r < rows (cpu::dot's bits).
+  // All kKeyBlock pointers must be readable rows and stride >= kKeyBlock: SIMD versions score
+  // and store the whole block, the caller ignores scores past `rows`.
+  void (*score_block)(const float* q, int group, int d, const float* const* k, int rows,
+                      float scale, float* s, size_t stride);
+  // acc[g*d + i] = acc[g*d + i] + w[g*stride + r] * v[r][i] for r = 0 .. rows-1 in order, the
+  // product rounded before the add (no FMA), for g < group, i < d.
+  void (*accumulate_block)(float* acc, int group, int d, const float* w, size_t stride,
+                           const float* const* v, int rows);
 };
 
 AttentionRowOps attention_row_ops_portable(const KVCodec& codec);
-// The AVX2 (+F16C) row operations for the codec; portable decoders where a codec has no AVX2
-// one (MLX affine 6-bit, head dims not a multiple of 8). Needs a CPU with AVX2 and F16C.
+// The AVX2 (+F16C, FMA) operations for the codec; portable decoders where a codec has no AVX2
+// one (MLX affine 6-bit, head dims not a multiple of 8), portable block kernels for head dims
+// not a multiple of 16. Needs a CPU with AVX2, FMA and F16C.
 AttentionRowOps attention_row_ops_avx2(const KVCodec& codec);
-// The row operations for cpu_isa(): AVX2 ones on AVX2 and AVX-512 CPUs, else portable.
+// attention_row_ops_avx2 with AVX-512 block kernels. Needs AVX-512 F/BW/VL/DQ.
+AttentionRowOps attention_row_ops_avx512(const KVCodec& codec);
+// The operations of cpu_isa().
 AttentionRowOps attention_row_ops(const KVCodec& codec);
 
 // Where one kv head's rows of a sequence live in a layer's paged storage.
@@ -72,6 +81,20 @@ struct ChunkResult {
 void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
                      const float* q, int group, float scale, int64_t begin, int64_t end,
                      const ChunkResult& out, std::vector<float>& scratch);
+
+// One query of a tile: its `group` heads' rows, the end of its keys, where its result goes.
+struct ChunkQuery {
+  const float* q;
+  int64_t end;
+  ChunkResult out;
+};
+
+// attention_chunk for several queries whose keys start at the same position `begin` (each
+// ending at its own end > begin): every key and value block is decoded once for all of them.
+// Each query's result has exactly the bits it has alone.
+void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
+                     int group, float scale, int64_t begin, std::span<const ChunkQuery> queries,
+                     std::vector<float>& scratch);
 
 // The reference: for each query row and head, every visible key and value decoded through the
 // codec (decode_key_row, decode_value_row: values fully mapped back one row at a time), one
