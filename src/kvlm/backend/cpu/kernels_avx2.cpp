@@ -106,6 +106,71 @@ constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4;
 #include "kvlm/backend/cpu/kernels_simd.inl"
 
 namespace kvlm::cpu {
+namespace {
+
+// Integer dot products with plain AVX2 (no VNNI needed), exact: 4-bit codes x int8 activations
+// with vpmaddubsw (two products of at most 15 * 127 per int16, so it never saturates), 8-bit
+// codes widened to int16 for vpmaddwd.
+struct I8 {
+  using Acc = __m256i;
+  struct W4 {
+    __m256i lo, hi;  // codes 0, 2, ..., 62 and 1, 3, ..., 63 of a 32-byte chunk
+  };
+  struct W8 {
+    __m256i codes;
+  };
+  static constexpr int kLanes = 8;
+  static constexpr int64_t kChunk4 = 64, kChunk8 = 32;
+  static constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4;
+
+  // Chunk c is half c % 2 of the 128-code chunk c / 2 of linear_int8.h's activation layout.
+  static int64_t x4(int64_t c) { return (c / 2) * 128 + (c % 2) * 32; }
+  static KVLM_TARGET Acc zero() { return _mm256_setzero_si256(); }
+  // nbytes is 32, or 16 for the last 32 codes of a 4-bit row (the upper half then reads zero).
+  static KVLM_TARGET __m256i load(const uint8_t* p, int64_t nbytes) {
+    if (nbytes == 32) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm256_inserti128_si256(_mm256_setzero_si256(),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), 0);
+  }
+  static KVLM_TARGET W4 load4(const uint8_t* p, int64_t nbytes) {
+    const __m256i w = load(p, nbytes), mask = _mm256_set1_epi8(0x0F);
+    return {_mm256_and_si256(w, mask), _mm256_and_si256(_mm256_srli_epi16(w, 4), mask)};
+  }
+  static KVLM_TARGET Acc dot4(Acc acc, W4 w, const int8_t* x) {
+    const __m256i lo = _mm256_maddubs_epi16(w.lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+    const __m256i hi = _mm256_maddubs_epi16(w.hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64)));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(lo, hi), _mm256_set1_epi16(1)));
+  }
+  static KVLM_TARGET W8 load8(const uint8_t* p, int64_t nbytes) { return {load(p, nbytes)}; }
+  static KVLM_TARGET Acc dot8(Acc acc, W8 w, const int8_t* x) {
+    const __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+    const __m256i x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16)));
+    const __m256i p0 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(w.codes)), x0);
+    const __m256i p1 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(w.codes, 1)), x1);
+    return _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+  }
+  // out[k] = the sum of lanes k*L .. k*L+L-1 (L = 4 or 8).
+  static KVLM_TARGET void store_groups(Acc a, int L, int32_t* out) {
+    a = _mm256_add_epi32(a, _mm256_shuffle_epi32(a, _MM_SHUFFLE(1, 0, 3, 2)));
+    a = _mm256_add_epi32(a, _mm256_shuffle_epi32(a, _MM_SHUFFLE(2, 3, 0, 1)));  // sums of 4
+    const int32_t first = _mm_cvtsi128_si32(_mm256_castsi256_si128(a));
+    const int32_t second = _mm_cvtsi128_si32(_mm256_extracti128_si256(a, 1));
+    if (L == 4) {
+      out[0] = first, out[1] = second;
+    } else {
+      out[0] = first + second;
+    }
+  }
+};
+
+}  // namespace
+}  // namespace kvlm::cpu
+
+#include "kvlm/backend/cpu/linear_int8_simd.inl"
+
+namespace kvlm::cpu {
+
+void linear_int8_avx2(const LinearRows& job, const Int8Acts& acts) { linear_int8_simd(job, acts); }
 
 void linear_rows_avx2(const LinearRows& job) { linear_rows_simd(job); }
 float dot_avx2(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }

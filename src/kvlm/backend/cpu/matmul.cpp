@@ -4,7 +4,7 @@
 
 #include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
-#include "kvlm/backend/cpu/linear_rows.h"
+#include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/base/thread_pool.h"
 
 namespace kvlm::ops {
@@ -55,7 +55,7 @@ Tensor linear(const Tensor& x, const Weight& w) {
   Tensor out = Tensor::empty({T, out_f}, DType::kF32);
   const float* xp = x.data<float>();
   float* op = out.data<float>();
-  const cpu::LinearRowsFn kernel = cpu::linear_rows_kernel(cpu::cpu_isa());
+  const cpu::LinearKernel kernel(cpu::cpu_isa(), w, xp, T);
   thread_pool().parallel_for(size_t(out_f), size_t(kRowBlock), [&](size_t b, size_t e) {
     kernel({xp, T, &w, int64_t(b), int64_t(e - b), op + b, out_f});
     if (!w.has_bias()) return;
