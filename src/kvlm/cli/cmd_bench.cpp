@@ -75,6 +75,7 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--prefill-chunk", a->opts.prefill_chunk, "Prefill chunk size")->capture_default_str();
   sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
   add_kv_quant_options(sub, a->opts.kv_quant);
+  add_matmul_option(sub, a->opts.matmul);
   sub.add_flag("--no-probes", a->no_probes, "Skip the bandwidth and peak probes");
   sub.add_flag("--profile", a->opts.profile, "Print the time per op kind per step of each phase");
   sub.add_option("--json", a->json_path, "Also write the figures as JSON to this file");
