@@ -108,58 +108,68 @@ constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4;
 namespace kvlm::cpu {
 namespace {
 
-// Integer dot products with plain AVX2 (no VNNI needed), exact: 4-bit codes x int8 activations
-// with vpmaddubsw (two products of at most 15 * 127 per int16, so it never saturates), 8-bit
-// codes widened to int16 for vpmaddwd.
+// Integer dot products with plain AVX2 (no VNNI needed), exact, in the lanes vpdpbusd would use:
+// a pair of ymm registers is the formula's 16 lanes. vpmaddubsw multiplies 4-bit values by int8
+// activations (two products of at most 15 * 127 per int16, so it never saturates) and vpmaddwd
+// adds pairs into int32; 8-bit codes are split into nibbles, code = 16 * high + low.
 struct I8 {
-  using Acc = __m256i;
-  struct W4 {
-    __m256i lo, hi;  // codes 0, 2, ..., 62 and 1, 3, ..., 63 of a 32-byte chunk
+  struct Acc {
+    __m256i lo, hi;  // lanes 0-7 and 8-15
   };
-  struct W8 {
-    __m256i codes;
+  // Low and high nibbles of bytes 0-31 and 32-63 of a chunk: 4-bit codes 0, 2, ... and 1, 3, ...;
+  // for 8-bit codes the two halves of each code.
+  struct Nibbles {
+    __m256i lo[2], hi[2];
   };
-  static constexpr int kLanes = 8;
-  static constexpr int64_t kChunk4 = 64, kChunk8 = 32;
-  static constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4;
+  using W4 = Nibbles;
+  using W8 = Nibbles;
+  static constexpr int kTileTokens = 2, kTileRows = 1, kDecodeRows = 2;
 
-  // Chunk c is half c % 2 of the 128-code chunk c / 2 of linear_int8.h's activation layout.
-  static int64_t x4(int64_t c) { return (c / 2) * 128 + (c % 2) * 32; }
-  static KVLM_TARGET Acc zero() { return _mm256_setzero_si256(); }
-  // nbytes is 32, or 16 for the last 32 codes of a 4-bit row (the upper half then reads zero).
-  static KVLM_TARGET __m256i load(const uint8_t* p, int64_t nbytes) {
-    if (nbytes == 32) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm256_inserti128_si256(_mm256_setzero_si256(),
-                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), 0);
-  }
-  static KVLM_TARGET W4 load4(const uint8_t* p, int64_t nbytes) {
-    const __m256i w = load(p, nbytes), mask = _mm256_set1_epi8(0x0F);
-    return {_mm256_and_si256(w, mask), _mm256_and_si256(_mm256_srli_epi16(w, 4), mask)};
-  }
-  static KVLM_TARGET Acc dot4(Acc acc, W4 w, const int8_t* x) {
-    const __m256i lo = _mm256_maddubs_epi16(w.lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-    const __m256i hi = _mm256_maddubs_epi16(w.hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64)));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(lo, hi), _mm256_set1_epi16(1)));
-  }
-  static KVLM_TARGET W8 load8(const uint8_t* p, int64_t nbytes) { return {load(p, nbytes)}; }
-  static KVLM_TARGET Acc dot8(Acc acc, W8 w, const int8_t* x) {
-    const __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
-    const __m256i x1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16)));
-    const __m256i p0 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(w.codes)), x0);
-    const __m256i p1 = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(w.codes, 1)), x1);
-    return _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
-  }
-  // out[k] = the sum of lanes k*L .. k*L+L-1 (L = 4 or 8).
-  static KVLM_TARGET void store_groups(Acc a, int L, int32_t* out) {
-    a = _mm256_add_epi32(a, _mm256_shuffle_epi32(a, _MM_SHUFFLE(1, 0, 3, 2)));
-    a = _mm256_add_epi32(a, _mm256_shuffle_epi32(a, _MM_SHUFFLE(2, 3, 0, 1)));  // sums of 4
-    const int32_t first = _mm_cvtsi128_si32(_mm256_castsi256_si128(a));
-    const int32_t second = _mm_cvtsi128_si32(_mm256_extracti128_si256(a, 1));
-    if (L == 4) {
-      out[0] = first, out[1] = second;
-    } else {
-      out[0] = first + second;
+  // nbytes < 64 only for the last chunk of a 4-bit row: the missing bytes read as zero codes.
+  static KVLM_TARGET Nibbles load(const uint8_t* p, int64_t nbytes) {
+    alignas(32) uint8_t tail[64] = {};
+    if (nbytes < 64) p = static_cast<const uint8_t*>(std::memcpy(tail, p, size_t(nbytes)));
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    Nibbles n;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
+      n.lo[h] = _mm256_and_si256(w, mask);
+      n.hi[h] = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
     }
+    return n;
+  }
+  static KVLM_TARGET W4 load4(const uint8_t* p, int64_t nbytes) { return load(p, nbytes); }
+  static KVLM_TARGET W8 load8(const uint8_t* p, int64_t nbytes) { return load(p, nbytes); }
+  static KVLM_TARGET __m256i bytes(const int8_t* x) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  }
+  static KVLM_TARGET __m256i pairs(__m256i x16) { return _mm256_madd_epi16(x16, _mm256_set1_epi16(1)); }
+  static KVLM_TARGET Acc dot4(const W4& w, const int8_t* x, const int32_t* base) {
+    __m256i out[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo[h], bytes(x + 32 * h)),
+                                         _mm256_maddubs_epi16(w.hi[h], bytes(x + 64 + 32 * h)));
+      out[h] = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + 8 * h)), pairs(p));
+    }
+    return {out[0], out[1]};
+  }
+  static KVLM_TARGET Acc dot8(const W8& w, const int8_t* x, const int32_t* base) {
+    __m256i out[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i xv = bytes(x + 32 * h);
+      const __m256i lo = pairs(_mm256_maddubs_epi16(w.lo[h], xv));
+      const __m256i hi = pairs(_mm256_maddubs_epi16(w.hi[h], xv));
+      out[h] = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + 8 * h)),
+                                _mm256_add_epi32(lo, _mm256_slli_epi32(hi, 4)));
+    }
+    return {out[0], out[1]};
+  }
+  static KVLM_TARGET Vec to_float(Acc a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+  // Lane k: s[group[k]] (group[k] < 8).
+  static KVLM_TARGET Vec expand(const float* s, const int32_t* group) {
+    const __m256 v = _mm256_loadu_ps(s);
+    return {_mm256_permutevar8x32_ps(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group))),
+            _mm256_permutevar8x32_ps(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + 8)))};
   }
 };
 

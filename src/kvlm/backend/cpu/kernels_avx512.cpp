@@ -98,7 +98,8 @@ constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8;
 namespace kvlm::cpu {
 namespace {
 
-// vpdpbusd multiplies unsigned codes by signed activations, 4 bytes into each int32 lane.
+// vpdpbusd multiplies unsigned codes by signed activations, 4 bytes into each int32 lane: one
+// zmm register is the formula's 16 lanes.
 struct I8 {
   using Acc = __m512i;
   struct W4 {
@@ -107,13 +108,9 @@ struct I8 {
   struct W8 {
     __m512i codes;
   };
-  static constexpr int kLanes = 16;
-  static constexpr int64_t kChunk4 = 128, kChunk8 = 64;
   // 4 tokens x 4 rows = 16 accumulators plus 8 registers of nibbles; decode reads 8 rows at once.
   static constexpr int kTileTokens = 4, kTileRows = 4, kDecodeRows = 8;
 
-  static int64_t x4(int64_t c) { return c * kChunk4; }
-  static KVLM_TARGET Acc zero() { return _mm512_setzero_si512(); }
   // nbytes < 64 only for the last chunk of a row: the missing bytes read as zero codes.
   static KVLM_TARGET __m512i load(const uint8_t* p, int64_t nbytes) {
     if (nbytes == 64) return _mm512_loadu_si512(p);
@@ -123,32 +120,18 @@ struct I8 {
     const __m512i w = load(p, nbytes), mask = _mm512_set1_epi8(0x0F);
     return {_mm512_and_si512(w, mask), _mm512_and_si512(_mm512_srli_epi16(w, 4), mask)};
   }
-  static KVLM_TARGET Acc dot4(Acc acc, W4 w, const int8_t* x) {
-    acc = _mm512_dpbusd_epi32(acc, w.lo, _mm512_loadu_si512(x));
+  static KVLM_TARGET W8 load8(const uint8_t* p, int64_t nbytes) { return {load(p, nbytes)}; }
+  static KVLM_TARGET Acc dot4(W4 w, const int8_t* x, const int32_t* base) {
+    const Acc acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(base), w.lo, _mm512_loadu_si512(x));
     return _mm512_dpbusd_epi32(acc, w.hi, _mm512_loadu_si512(x + 64));
   }
-  static KVLM_TARGET W8 load8(const uint8_t* p, int64_t nbytes) { return {load(p, nbytes)}; }
-  static KVLM_TARGET Acc dot8(Acc acc, W8 w, const int8_t* x) {
-    return _mm512_dpbusd_epi32(acc, w.codes, _mm512_loadu_si512(x));
+  static KVLM_TARGET Acc dot8(W8 w, const int8_t* x, const int32_t* base) {
+    return _mm512_dpbusd_epi32(_mm512_loadu_si512(base), w.codes, _mm512_loadu_si512(x));
   }
-  // out[k] = the sum of lanes k*L .. k*L+L-1 (L = 4, 8 or 16); L = 4 writes 4 values.
-  static KVLM_TARGET void store_groups(Acc a, int L, int32_t* out) {
-    a = _mm512_add_epi32(a, _mm512_shuffle_epi32(a, _MM_PERM_BADC));
-    a = _mm512_add_epi32(a, _mm512_shuffle_epi32(a, _MM_PERM_CDAB));  // sums of 4 in every lane
-    if (L == 4) {
-      const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
-                       _mm512_castsi512_si128(_mm512_permutexvar_epi32(first, a)));
-      return;
-    }
-    a = _mm512_add_epi32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(2, 3, 0, 1)));  // sums of 8
-    if (L == 8) {
-      out[0] = _mm_cvtsi128_si32(_mm512_castsi512_si128(a));
-      out[1] = _mm_cvtsi128_si32(_mm512_extracti32x4_epi32(a, 2));
-      return;
-    }
-    a = _mm512_add_epi32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(1, 0, 3, 2)));
-    out[0] = _mm_cvtsi128_si32(_mm512_castsi512_si128(a));
+  static KVLM_TARGET Vec to_float(Acc a) { return {_mm512_cvtepi32_ps(a)}; }
+  // Lane k: s[group[k]].
+  static KVLM_TARGET Vec expand(const float* s, const int32_t* group) {
+    return {_mm512_permutexvar_ps(_mm512_loadu_si512(group), _mm512_loadu_ps(s))};
   }
 };
 

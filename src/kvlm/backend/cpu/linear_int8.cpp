@@ -19,27 +19,20 @@ inline int8_t round_to_int8(float v) {
   return int8_t(int32_t((v + kMagic) - kMagic));
 }
 
-// t_g summed in dot.h's 16-lane order: the definition every ISA's combine reproduces.
-float combine_portable(const int32_t* idot, const float* s, const float* b, const float* d,
-                       const float* sx, int64_t groups_pad) {
-  float acc[kDotLanes] = {};
-  for (int64_t g = 0; g < groups_pad; g += kDotLanes)
-    for (int64_t k = 0; k < kDotLanes; ++k)
-      acc[k] += std::fma(s[g + k] * d[g + k], float(idot[g + k]), b[g + k] * sx[g + k]);
-  return fold_lanes(acc);
-}
-
 }  // namespace
 
 Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_size, int bits) {
   Int8Acts a;
-  a.stride = (in + kInt8Chunk - 1) / kInt8Chunk * kInt8Chunk;
+  const int64_t chunk = int8_chunk(bits), lane_codes = chunk / kDotLanes;
+  const int32_t m = 1 << (bits - 1);
+  a.stride = (in + kInt8Block - 1) / kInt8Block * kInt8Block;
+  a.lanes = (in + chunk - 1) / chunk * kDotLanes;
   a.groups = in / group_size;
   a.groups_pad = (a.groups + kDotLanes - 1) / kDotLanes * kDotLanes;
   a.q.assign(size_t(T * a.stride), 0);
-  a.d.assign(size_t(T * a.groups_pad), 0.0f);
+  a.d.assign(size_t(T * a.lanes), 0.0f);
+  a.base.assign(size_t(T * a.lanes), 0);
   a.sx.assign(size_t(T * a.groups_pad), 0.0f);
-  a.qsum.assign(size_t(T * a.groups_pad), 0);
   for (int64_t t = 0; t < T; ++t) {
     int8_t* q = a.q.data() + t * a.stride;
     for (int64_t g = 0; g < a.groups; ++g) {
@@ -51,15 +44,14 @@ Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_siz
       }
       a.sx[size_t(t * a.groups_pad + g)] = sum;
       if (amax == 0.0f) continue;  // d_g = 0 and xq = 0 already
-      a.d[size_t(t * a.groups_pad + g)] = amax / 127.0f;
-      const float inv = 127.0f / amax;
-      int32_t qsum = 0;
+      const float d = amax / 127.0f, inv = 127.0f / amax;
       for (int64_t k = 0; k < group_size; ++k) {
+        const int64_t i = g * group_size + k, lane = t * a.lanes + i / lane_codes;
         const int8_t v = round_to_int8(xg[k] * inv);
-        q[int8_act_index(g * group_size + k, bits)] = v;
-        qsum += v;
+        q[int8_act_index(i, bits)] = v;
+        a.base[size_t(lane)] -= m * v;
+        a.d[size_t(lane)] = d;
       }
-      a.qsum[size_t(t * a.groups_pad + g)] = qsum;
     }
   }
   return a;
@@ -70,34 +62,44 @@ void int8_center_biases(const float* s, float* b, int64_t groups, int bits) {
   for (int64_t g = 0; g < groups; ++g) b[g] += s[g] * m;
 }
 
+void int8_lane_groups(int group_size, int bits, int32_t (&out)[16]) {
+  const int64_t lane_codes = int8_chunk(bits) / kDotLanes;
+  for (int64_t k = 0; k < kDotLanes; ++k) out[k] = int32_t(k * lane_codes / group_size);
+}
+
 bool uses_int8(const ops::Weight& w) {
   return w.matmul == ops::MatmulPath::kInt8 && w.quant && (w.quant->bits == 4 || w.quant->bits == 8);
 }
 
 void linear_int8_portable(const LinearRows& job, const Int8Acts& acts) {
   const ops::Weight& w = *job.w;
-  const int64_t in = w.in_features, G = w.quant->group_size, bits = w.quant->bits;
-  const int64_t words = affine_packed_words(in, int(bits));
+  const int bits = w.quant->bits;
+  const int64_t in = w.in_features, G = w.quant->group_size, groups = acts.groups;
+  const int64_t chunk = int8_chunk(bits), lane_codes = chunk / kDotLanes;
+  const int64_t words = affine_packed_words(in, bits);
   const int32_t m = 1 << (bits - 1);
-  std::vector<float> s(size_t(acts.groups_pad), 0.0f), b(size_t(acts.groups_pad), 0.0f);
-  std::vector<int32_t> idot(size_t(acts.groups_pad), 0);
+  // Scales zero-padded past the last group, for the lanes past the row's end.
+  std::vector<float> s(size_t(acts.lanes), 0.0f), b(size_t(acts.groups_pad), 0.0f);
   for (int64_t r = 0; r < job.R; ++r) {
     const int64_t row = job.r0 + r;
     const uint32_t* packed = w.weight.data<uint32_t>() + row * words;
-    widen(w.scales, row * acts.groups, acts.groups, s.data());
-    widen(w.biases, row * acts.groups, acts.groups, b.data());
-    int8_center_biases(s.data(), b.data(), acts.groups, int(bits));
+    widen(w.scales, row * groups, groups, s.data());
+    widen(w.biases, row * groups, groups, b.data());
+    int8_center_biases(s.data(), b.data(), groups, bits);
     for (int64_t t = 0; t < job.T; ++t) {
       const int8_t* q = acts.q.data() + t * acts.stride;
-      for (int64_t g = 0; g < acts.groups; ++g) {
-        int32_t sum = 0;
-        for (int64_t i = g * G; i < (g + 1) * G; ++i)
-          sum += int32_t(q[int8_act_index(i, int(bits))]) * (int32_t(affine_code(packed, i, int(bits))) - m);
-        idot[size_t(g)] = sum;
-      }
-      const float* d = acts.d.data() + t * acts.groups_pad;
+      float F[kDotLanes] = {};
       const float* sx = acts.sx.data() + t * acts.groups_pad;
-      job.y[t * job.ldy + r] = combine_portable(idot.data(), s.data(), b.data(), d, sx, acts.groups_pad);
+      for (int64_t g = 0; g < acts.groups_pad; g += kDotLanes) fma_lanes(b.data() + g, sx + g, F);
+      for (int64_t lane = 0; lane < acts.lanes; ++lane) {
+        int32_t P = 0;
+        const int64_t i0 = lane * lane_codes;
+        for (int64_t i = i0; i < std::min(i0 + lane_codes, in); ++i)
+          P += (int32_t(affine_code(packed, i, bits)) - m) * int32_t(q[int8_act_index(i, bits)]);
+        const float u = s[size_t(i0 / G)] * acts.d[size_t(t * acts.lanes + lane)];
+        F[lane % kDotLanes] = std::fma(u, float(P), F[lane % kDotLanes]);
+      }
+      job.y[t * job.ldy + r] = fold_lanes(F);
     }
   }
 }
