@@ -122,5 +122,33 @@ TEST(QuantizedModel, BatchInvarianceHoldsForQuantizedWeights) {
   EXPECT_TRUE(same_bits(run_chunked(*model, tokens, 5), one_shot));
 }
 
+TEST(QuantizedModel, Int8MatmulIsBatchInvariantAndTracksTheExactPath) {
+  const Golden g = load_golden("llama_untied_bias");
+  std::vector<int32_t> tokens = g.prompt;
+  tokens.insert(tokens.end(), g.decode_tokens.begin(), g.decode_tokens.end());
+  for (int bits : {4, 8}) {
+    Converted q("llama_untied_bias", bits, 64);
+    ModelLoadOptions exact_opts, int8_opts;
+    exact_opts.matmul = ops::MatmulPath::kExact;
+    int8_opts.matmul = ops::MatmulPath::kInt8;
+    auto exact = Model::load(q.dir(), exact_opts);
+    auto int8 = Model::load(q.dir(), int8_opts);
+    const std::vector<float> one_shot = run_chunked(*int8, tokens, 0);
+    EXPECT_TRUE(same_bits(run_chunked(*int8, tokens, 1), one_shot)) << bits;
+    EXPECT_TRUE(same_bits(run_chunked(*int8, tokens, 5), one_shot)) << bits;
+    const std::vector<float> ref = run_chunked(*exact, tokens, 0);
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(double(one_shot[i]) - double(ref[i])));
+      max_ref = std::max(max_ref, std::fabs(double(ref[i])));
+    }
+    std::printf("[quantized] int8 matmul, %d-bit: rel err vs exact %.3g\n", bits, max_diff / max_ref);
+    // Stated bound (measured 1.9% for both widths): the int8 activations move the logits by at
+    // most 5% of the largest one.
+    EXPECT_LT(max_diff / max_ref, 0.05) << bits;
+    EXPECT_GT(max_diff, 0.0) << bits << ": the int8 path must actually run";
+  }
+}
+
 }  // namespace
 }  // namespace kvlm::test
