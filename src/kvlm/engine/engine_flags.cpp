@@ -91,16 +91,19 @@ const char* matmul_path_name(ops::MatmulPath path) {
   return path == ops::MatmulPath::kInt8 ? "int8" : "exact";
 }
 
-void add_matmul_option(CLI::App& app, ops::MatmulPath& matmul) {
-  app.add_option_function<std::string>(
-         "--matmul",
-         [&matmul](const std::string& v) {
-           const std::optional<ops::MatmulPath> path = parse_matmul_path(v);
-           if (!path) throw CLI::ValidationError("--matmul", "unknown value '" + v + "' (expected exact or int8)");
-           matmul = *path;
-         },
-         "Linear layers against MLX affine 4/8-bit weights: exact (dequantize, f32) or int8 "
-         "(int8 activations, integer dot products)")
+CLI::Option* add_matmul_option(CLI::App& app, ops::MatmulPath& matmul, const std::string& flag,
+                               const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          flag,
+          [&matmul, flag](const std::string& v) {
+            const std::optional<ops::MatmulPath> path = parse_matmul_path(v);
+            if (!path) throw CLI::ValidationError(flag, "unknown value '" + v + "' (expected exact or int8)");
+            matmul = *path;
+          },
+          help.empty() ? "Linear layers against MLX affine 4/8-bit weights: int8 (int8 activations, "
+                         "integer dot products) or exact (dequantized f32)"
+                       : help)
       ->default_str(matmul_path_name(matmul));
 }
 

@@ -24,8 +24,10 @@ void add_engine_options(CLI::App& app, EngineOptions& engine, ModelLoadOptions& 
 void add_kv_quant_options(CLI::App& app, KVQuantOptions& kv);
 
 // --matmul exact|int8: ModelLoadOptions::matmul, for every verb that loads a model (serve and
-// bench through add_engine_options or directly, generate, perplexity, kv-eval).
-void add_matmul_option(CLI::App& app, ops::MatmulPath& matmul);
+// bench through add_engine_options or directly, generate, perplexity, kv-eval); `flag` and `help`
+// name another option of the same values (kv-eval's --baseline-matmul).
+CLI::Option* add_matmul_option(CLI::App& app, ops::MatmulPath& matmul,
+                               const std::string& flag = "--matmul", const std::string& help = "");
 // "exact" or "int8"; nullopt otherwise (the option's error names --matmul and the value).
 std::optional<ops::MatmulPath> parse_matmul_path(const std::string& text);
 const char* matmul_path_name(ops::MatmulPath path);
