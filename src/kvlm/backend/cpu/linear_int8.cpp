@@ -23,7 +23,8 @@ inline int8_t round_to_int8(float v) {
 
 Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_size, int bits) {
   Int8Acts a;
-  const int64_t chunk = int8_chunk(bits), lane_codes = chunk / kDotLanes;
+  const int64_t chunk = int8_chunk(bits);
+  const int lane_shift = bits == 4 ? 3 : 2;  // log2 of the codes per lane
   const int32_t m = 1 << (bits - 1);
   a.stride = (in + kInt8Block - 1) / kInt8Block * kInt8Block;
   a.lanes = (in + chunk - 1) / chunk * kDotLanes;
@@ -46,7 +47,7 @@ Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_siz
       if (amax == 0.0f) continue;  // d_g = 0 and xq = 0 already
       const float d = amax / 127.0f, inv = 127.0f / amax;
       for (int64_t k = 0; k < group_size; ++k) {
-        const int64_t i = g * group_size + k, lane = t * a.lanes + i / lane_codes;
+        const int64_t i = g * group_size + k, lane = t * a.lanes + (i >> lane_shift);
         const int8_t v = round_to_int8(xg[k] * inv);
         q[int8_act_index(i, bits)] = v;
         a.base[size_t(lane)] -= m * v;

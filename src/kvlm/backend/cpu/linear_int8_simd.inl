@@ -20,8 +20,8 @@ struct Int8Job {
   const uint8_t* packed;  // the job's first row
   int64_t row_bytes;
   const Int8Acts* acts;
-  const float *s, *b;     // widened scales [R, s_stride] and centred biases [R, groups_pad], zero-padded
-  int64_t s_stride;
+  const float *s, *b;     // widened scales and centred biases [R, groups], then 16 zeros
+  int64_t groups;
   int64_t in, chunk, G;
   const int32_t* lane_groups;  // int8_lane_groups
   float* y;
@@ -40,7 +40,8 @@ KVLM_TARGET void int8_tile(const Int8Job& j, int64_t t, int64_t r, bool stream) 
     KVLM_UNROLL for (int k = 0; k < NR; ++k) {
       F[u][k] = Vec::zero();
       for (int64_t g = 0; g < gp; g += kDotLanes)
-        F[u][k] = Vec::fma(Vec::load(j.b + (r + k) * gp + g), Vec::load(a.sx.data() + (t + u) * gp + g), F[u][k]);
+        F[u][k] = Vec::fma(Vec::load(j.b + (r + k) * j.groups + g),
+                           Vec::load(a.sx.data() + (t + u) * gp + g), F[u][k]);
     }
   for (int64_t c = 0, i = 0; i < j.in; ++c, i += j.chunk) {
     const int64_t nbytes = std::min(j.chunk, j.in - i) * kBits / 8;
@@ -50,7 +51,7 @@ KVLM_TARGET void int8_tile(const Int8Job& j, int64_t t, int64_t r, bool stream) 
       const uint8_t* p = j.packed + (r + k) * j.row_bytes + c * chunk_bytes;
       if constexpr (kBits == 4) w[k] = I8::load4(p, nbytes);
       else w[k] = I8::load8(p, nbytes);
-      scale[k] = I8::expand(j.s + (r + k) * j.s_stride + i / j.G, j.lane_groups);
+      scale[k] = I8::expand(j.s + (r + k) * j.groups + i / j.G, j.lane_groups);
     }
     // Fetch the rows two tiles ahead while this tile computes (decode streams its weights).
     if (stream)
@@ -96,28 +97,24 @@ template <int kBits>
 KVLM_TARGET void linear_int8_simd_bits(const LinearRows& job, const Int8Acts& acts) {
   const ops::Weight& w = *job.w;
   const int64_t in = w.in_features, G = w.quant->group_size, groups = acts.groups;
-  // This job's scales (zero-padded: expand reads up to 16 past a chunk's first group) and
-  // centred biases, widened once.
-  const int64_t s_stride = groups + kDotLanes;
-  const int64_t gp = acts.groups_pad;
-  // Only the padding is zeroed: clearing whole buffers cost decode ~15% (the lm_head's is MBs).
+  // This job's scales and centred biases, widened once for all its rows (one call each: per-row
+  // calls cost more than the dot products in decode). Reads past a row's last group (the bias
+  // lanes up to groups_pad, a chunk's expand up to 16 groups) see the next row's values or the 16
+  // zeros after the last row; they are multiplied by the zero sx or d of the padding, and F never
+  // holds -0 (it starts at +0), so they cannot change a bit.
   thread_local std::vector<float> s, b;
-  s.resize(size_t(job.R * s_stride));
-  b.resize(size_t(job.R * gp));
-  for (int64_t r = 0; r < job.R; ++r) {
-    float* sr = s.data() + r * s_stride;
-    float* br = b.data() + r * gp;
-    widen(w.scales, (job.r0 + r) * groups, groups, sr);
-    widen(w.biases, (job.r0 + r) * groups, groups, br);
-    int8_center_biases(sr, br, groups, kBits);
-    std::fill(sr + groups, sr + s_stride, 0.0f);
-    std::fill(br + groups, br + gp, 0.0f);
-  }
+  s.resize(size_t(job.R * groups + kDotLanes));
+  b.resize(size_t(job.R * groups + kDotLanes));
+  widen(w.scales, job.r0 * groups, job.R * groups, s.data());
+  widen(w.biases, job.r0 * groups, job.R * groups, b.data());
+  int8_center_biases(s.data(), b.data(), job.R * groups, kBits);
+  std::fill(s.end() - kDotLanes, s.end(), 0.0f);
+  std::fill(b.end() - kDotLanes, b.end(), 0.0f);
   alignas(64) int32_t lane_groups[kDotLanes];
   int8_lane_groups(int(G), kBits, lane_groups);
   const int64_t row_bytes = affine_packed_words(in, kBits) * 4;
   const Int8Job j{reinterpret_cast<const uint8_t*>(w.weight.data<uint32_t>()) + job.r0 * row_bytes,
-                  row_bytes, &acts, s.data(), b.data(), s_stride, in, int8_chunk(kBits), G,
+                  row_bytes, &acts, s.data(), b.data(), groups, in, int8_chunk(kBits), G,
                   lane_groups, job.y, job.ldy};
   // Token blocks whose activations stay in the L2 cache while the weight rows stream past.
   constexpr int64_t kBlockBytes = 384 * 1024;
