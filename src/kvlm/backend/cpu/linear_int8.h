@@ -33,7 +33,7 @@
 
 namespace kvlm::cpu {
 
-// Codes per chunk of a token's quantized row: rows are padded with zeros to whole 128-code blocks.
+// A token's quantized row is padded with zeros to whole blocks of this many codes.
 inline constexpr int64_t kInt8Block = 128;
 
 // Codes per chunk of the formula: 16 lanes of 8 codes (4 bits) or of 4 codes (8 bits).
