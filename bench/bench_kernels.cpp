@@ -1,9 +1,10 @@
 // Kernel benchmarks: the linear kernel on every ISA path and weight format for the three shape
 // classes (decode M=1, batched decode M=8, prefill M=128), on the synthetic 0.5B MLP shape
-// (4864 x 896), single-threaded; plus RMSNorm, the gated activation, RoPE, softmax, attention over
-// the paged cache (decode and prefill, per KV codec) and the sampler, on the same shape's
-// attention (14 query heads, 2 kv heads, head_dim 64) and vocabulary (32000). Counters: bytes of
-// weights read per second and FLOP/s.
+// (4864 x 896), single-threaded, and the int8 path (LinearInt8) on the q4/q8 weights; plus
+// RMSNorm, the gated activation, RoPE, softmax, attention over the paged cache (decode and
+// prefill, per KV codec), the sampler and one thread-pool round, on the same shape's attention
+// (14 query heads, 2 kv heads, head_dim 64) and vocabulary (32000). Counters: bytes of weights
+// read per second and FLOP/s.
 //
 //   bench_kernels --benchmark_filter=Linear
 #include <benchmark/benchmark.h>
@@ -12,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "kvlm/backend/cpu/linear_rows.h"
+#include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/base/half.h"
 #include "kvlm/base/thread_pool.h"
 #include "kvlm/engine/sampler.h"
@@ -79,6 +80,27 @@ void Linear(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * kOut * kIn * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(Linear)->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {1, 8, 128}})->Unit(benchmark::kMillisecond);
+
+// The int8 path against the same q4 and q8 weights, its activation quantization included (as in
+// ops::linear, once per call). Args: ISA, format (1 q4, 2 q8), M.
+void LinearInt8(benchmark::State& state) {
+  const auto isa = cpu::Isa(state.range(0));
+  if (!cpu::isa_supported(isa)) return state.SkipWithError("ISA not supported here");
+  ops::Weight w = state.range(1) == 1 ? weights().q4 : weights().q8;
+  w.matmul = ops::MatmulPath::kInt8;
+  const int64_t M = state.range(2);
+  const Tensor x = random_f32({M, kIn}, 2);
+  std::vector<float> y(size_t(M * kOut));
+  for (auto _ : state) {
+    const cpu::LinearKernel kernel(isa, w, x.data<float>(), M);
+    kernel({x.data<float>(), M, &w, 0, kOut, y.data(), kOut});
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(cpu::isa_name(isa)) + (state.range(1) == 1 ? " q4 int8" : " q8 int8"));
+  state.counters["weight_GB/s"] = benchmark::Counter(weight_bytes(w) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * M * kOut * kIn * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(LinearInt8)->ArgsProduct({{0, 1, 2}, {1, 2}, {1, 8, 128}})->Unit(benchmark::kMillisecond);
 
 // ops::linear (all pool threads) against a bf16 weight larger than the caches, the lm_head of the
 // 0.5B shape (32000 x 896, 57 MB): decode reads it from memory. Arg: M.

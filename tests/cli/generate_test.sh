@@ -33,6 +33,23 @@ cmp -s "$tmp/g1" "$tmp/g2" || fail "generation_config.json sampling differs from
 "$kvlm" generate "$sampling" --temp 0 --max-tokens 8 "The jury said" >"$tmp/g3" 2>/dev/null
 cmp -s "$tmp/g3" "$tmp/out" || fail "--temp 0 did not override generation_config.json"
 
+# --matmul: the bundled model is dense, so int8 leaves it exact; a 4-bit conversion runs both
+# paths (greedy text from either), and a bad value names the flag.
+"$kvlm" generate --matmul int8 --max-tokens 8 --temp 0 "The jury said" >"$tmp/m1" 2>/dev/null
+cmp -s "$tmp/m1" "$tmp/out" || fail "--matmul int8 changed the dense model's output"
+"$kvlm" convert "$root/models/default" "$tmp/q4" --q-bits 4 --q-group-size 64 >/dev/null 2>&1 ||
+  fail "convert to q4 failed"
+for path in exact int8; do
+  "$kvlm" generate "$tmp/q4" --matmul "$path" --max-tokens 8 --temp 0 "The jury said" >"$tmp/q4_$path" 2>"$tmp/err" ||
+    fail "generate --matmul $path on q4 failed: $(cat "$tmp/err")"
+  grep -q '[^[:space:]]' "$tmp/q4_$path" || fail "--matmul $path printed no text"
+done
+rc=0
+"$kvlm" generate --matmul fast "hi" >/dev/null 2>"$tmp/err" || rc=$?
+[[ $rc -ne 0 ]] || fail "--matmul fast was accepted"
+grep -qF -- "--matmul: unknown value 'fast' (expected exact or int8)" "$tmp/err" ||
+  fail "bad --matmul message: $(cat "$tmp/err")"
+
 # The chat template path runs (the default model has a ChatML template).
 "$kvlm" generate --chat --system "Be brief." --max-tokens 4 "Hello" >/dev/null 2>"$tmp/err" ||
   fail "--chat failed: $(cat "$tmp/err")"

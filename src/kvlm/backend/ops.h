@@ -31,6 +31,11 @@ namespace kvlm::ops {
 ThreadPool& thread_pool();
 void set_thread_pool(ThreadPool* pool);
 
+// How linear() multiplies by an MLX affine weight: kExact dequantizes the weights exactly in
+// registers (f32 FMAs); kInt8 quantizes the activations per group to int8 and takes integer dot
+// products (cpu/linear_int8.h), for 4- and 8-bit codes only (other widths stay exact).
+enum class MatmulPath { kExact, kInt8 };
+
 // A linear layer's (or an embedding table's) weight [out, in], as stored in the checkpoint.
 struct Weight {
   Tensor weight;                   // dense f32/f16/bf16 [out, in], or packed u32 [out, in*bits/32]
@@ -38,6 +43,7 @@ struct Weight {
   std::optional<AffineSpec> quant; // set for MLX affine weights
   Tensor bias;                     // optional additive bias [out] (any float dtype); undefined = none
   int64_t out_features = 0, in_features = 0;
+  MatmulPath matmul = MatmulPath::kExact;  // ignored by dense weights and embedding()
 
   bool has_bias() const { return bias.defined(); }
 };

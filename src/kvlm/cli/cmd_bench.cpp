@@ -76,12 +76,14 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--prefill-chunk", a->opts.prefill_chunk, "Prefill chunk size")->capture_default_str();
   add_threads_option(sub, a->threads);
   add_kv_quant_options(sub, a->opts.kv_quant);
+  add_matmul_option(sub, a->opts.matmul);
   sub.add_flag("--no-probes", a->no_probes, "Skip the bandwidth and peak probes");
   sub.add_flag("--profile", a->opts.profile, "Print the time per op kind per step of each phase");
   sub.add_option("--json", a->json_path, "Also write the figures as JSON to this file");
   sub.footer(
       "Decode at concurrency 1 is reported against the bandwidth limit (read bandwidth / bytes "
-      "read per token: weights + KV); prefill and batched decode against the fp32 FMA peak.");
+      "read per token: weights + KV); prefill and batched decode against the fp32 FMA peak, and "
+      "prefill with --matmul int8 also against the int8 VNNI peak.");
   return [a] { return run(*a); };
 }
 

@@ -6,6 +6,7 @@
 #include "kvlm/base/file.h"
 #include "kvlm/cli/command.h"
 #include "kvlm/cli/model_args.h"
+#include "kvlm/engine/engine_flags.h"
 #include "kvlm/engine/perplexity.h"
 
 namespace kvlm::cli {
@@ -19,7 +20,9 @@ constexpr const char* kHelp =
     "argmax token), and the perplexity of both with the relative change. Prefill reads the cache "
     "through the codec exactly as decode does, so these are the decode path's figures. The last "
     "line is a Markdown table row: scheme, bits per element, KV bytes per token, perplexity, "
-    "change, mean KL, top-1 agreement. --random-tokens evaluates uniformly random token ids "
+    "change, mean KL, top-1 agreement. --baseline-matmul exact --matmul int8 with --kv-quant equal "
+    "to --baseline measures the int8 linear path of a quantized model instead of a codec. "
+    "--random-tokens evaluates uniformly random token ids "
     "instead of a text, for models without a tokenizer (the random test fixtures).";
 
 struct Options {
@@ -28,6 +31,8 @@ struct Options {
   PerplexityOptions window;
   int64_t max_tokens = 0, random_tokens = 0;
   ModelLoadOptions load;
+  ops::MatmulPath baseline_matmul = ops::MatmulPath::kExact;
+  CLI::Option* baseline_matmul_flag = nullptr;  // unset: the baseline uses --matmul
 };
 
 std::vector<int32_t> random_ids(int64_t n, int32_t vocab) {
@@ -58,6 +63,7 @@ int run(const Options& o) {
   const std::string dir = o.model_dir.empty() ? default_model_dir() : o.model_dir;
   ModelLoadOptions base_load = o.load;
   base_load.kv_quant = KVQuantOptions{o.baseline, 0, ""};
+  if (o.baseline_matmul_flag->count() > 0) base_load.matmul = o.baseline_matmul;
   const std::unique_ptr<Model> test = load_checkpoint(dir, o.threads, o.load);
   const std::unique_ptr<Model> base = load_checkpoint(dir, o.threads, base_load);
   std::vector<int32_t> tokens = o.random_tokens > 0
@@ -69,6 +75,8 @@ int run(const Options& o) {
   const KVPool& bp = base->kv_pool();
   const double delta = 100.0 * (r.perplexity_test() / r.perplexity_baseline() - 1.0);
   std::printf("scheme: %s\nbaseline: %s\n", scheme_name(tp).c_str(), scheme_name(bp).c_str());
+  std::printf("matmul: %s (baseline %s)\n", matmul_path_name(o.load.matmul),
+              matmul_path_name(base_load.matmul));
   std::printf("tokens: %zu (scored: %lld, context %d, stride %d)\n", tokens.size(),
               (long long)r.scored_tokens, o.window.context, o.window.stride);
   std::printf("bits per element: %.3f (baseline %.3f)\n", bits_per_element(tp), bits_per_element(bp));
@@ -100,6 +108,8 @@ Runner setup(CLI::App& sub) {
       ->capture_default_str();
   add_window_options(sub, o->window, o->max_tokens);
   add_model_run_options(sub, o->threads, o->load);
+  o->baseline_matmul_flag = add_matmul_option(sub, o->baseline_matmul, "--baseline-matmul",
+                                              "The baseline's --matmul (default: the same as --matmul)");
   return [o] { return run(*o); };
 }
 

@@ -19,6 +19,7 @@ void add_threads_option(CLI::App& sub, ThreadOptions& threads) {
 void add_model_run_options(CLI::App& sub, ThreadOptions& threads, ModelLoadOptions& load) {
   add_threads_option(sub, threads);
   add_kv_quant_options(sub, load.kv_quant);
+  add_matmul_option(sub, load.matmul);
 }
 
 std::unique_ptr<Model> load_checkpoint(const std::string& dir, const ThreadOptions& threads,

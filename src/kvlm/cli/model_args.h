@@ -21,7 +21,7 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
-// Adds --threads and the KV codec flags (add_kv_quant_options) to `sub`.
+// Adds --threads, --pin-threads, the KV codec flags (add_kv_quant_options) and --matmul to `sub`.
 void add_model_run_options(CLI::App& sub, ThreadOptions& threads, ModelLoadOptions& load);
 
 // --context, --stride, --prefill-chunk and --max-tokens of the verbs that score text in windows.

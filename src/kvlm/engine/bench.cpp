@@ -159,11 +159,11 @@ Json run_bench(const BenchOptions& o) {
   ops::set_profiling(o.profile);
   ThreadPool& pool = ThreadPool::global();
   out["threads"] = pool.size();
-  double bandwidth = 0, fma = 0;
+  double bandwidth = 0, fma = 0, vnni = 0;
   if (o.probes) {
     bandwidth = probe_read_bandwidth(pool);
     fma = probe_fma_peak(pool);
-    const double vnni = probe_vnni_peak(pool);
+    vnni = probe_vnni_peak(pool);
     out["probes"] = {{"read_bandwidth_gbs", bandwidth / 1e9}, {"fma_peak_gflops", fma / 1e9},
                      {"fma_isa", probe_fma_isa()}, {"vnni_peak_gops", vnni / 1e9}};
     std::printf("probes (%d threads): read %.2f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), int8 VNNI "
@@ -175,6 +175,7 @@ Json run_bench(const BenchOptions& o) {
   const int max_c = *std::max_element(o.concurrency.begin(), o.concurrency.end());
   ModelLoadOptions lo;
   lo.kv_quant = o.kv_quant;
+  lo.matmul = o.matmul;
   const Checkpoint ckpt = Checkpoint::open(o.model_dir);
   {
     const ModelConfig c = parse_model_config(ckpt.config(), ckpt.generation_config(),
@@ -210,8 +211,14 @@ Json run_bench(const BenchOptions& o) {
         2 * (layer_macs_per_token(c) * P + head_macs(c) * chunks + attention_macs(c, P * (P + 1) / 2));
     out["prefill"] = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s},
                       {"gflops", flops / s / 1e9}, {"fraction_of_fma_peak", fma ? flops / s / fma : 0}};
-    std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.0f%% of FMA peak)\n",
-                o.prompt_tokens, P / s, flops / s / 1e9, fma ? 100 * flops / s / fma : 0);
+    std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.0f%% of FMA peak", o.prompt_tokens,
+                P / s, flops / s / 1e9, fma ? 100 * flops / s / fma : 0);
+    // With --matmul int8 the quantized linears run on the integer units: their peak applies too.
+    if (o.matmul == ops::MatmulPath::kInt8 && vnni > 0) {
+      out["prefill"]["fraction_of_vnni_peak"] = flops / s / vnni;
+      std::printf(", %.0f%% of VNNI peak", 100 * flops / s / vnni);
+    }
+    std::printf(")\n");
     if (o.profile) out["prefill"]["profile"] = end_profile(o, 1);
   }
 

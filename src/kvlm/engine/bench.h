@@ -10,6 +10,7 @@
 
 #include "kvlm/base/json.h"
 #include "kvlm/kv/kv_quant.h"
+#include "kvlm/model/model.h"
 
 namespace kvlm {
 
@@ -34,6 +35,7 @@ struct BenchOptions {
   bool probes = true;
   bool profile = false;         // time per op kind per step (ops::ProfileScope)
   KVQuantOptions kv_quant;  // --kv-quant etc.
+  ops::MatmulPath matmul = ModelLoadOptions().matmul;  // --matmul
 };
 
 // Runs the measurements; returns them as JSON and prints a table to stdout as it goes.

@@ -78,6 +78,33 @@ void add_engine_options(CLI::App& app, EngineOptions& engine, ModelLoadOptions& 
   add_size_option(app, "--prompt-cache-bytes", engine.prompt_cache_bytes,
                   "Prefix cache budget, e.g. 256M; 0 = off (default: a quarter of the KV pool)");
   add_kv_quant_options(app, load.kv_quant);
+  add_matmul_option(app, load.matmul);
+}
+
+std::optional<ops::MatmulPath> parse_matmul_path(const std::string& text) {
+  if (text == "exact") return ops::MatmulPath::kExact;
+  if (text == "int8") return ops::MatmulPath::kInt8;
+  return std::nullopt;
+}
+
+const char* matmul_path_name(ops::MatmulPath path) {
+  return path == ops::MatmulPath::kInt8 ? "int8" : "exact";
+}
+
+CLI::Option* add_matmul_option(CLI::App& app, ops::MatmulPath& matmul, const std::string& flag,
+                               const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          flag,
+          [&matmul, flag](const std::string& v) {
+            const std::optional<ops::MatmulPath> path = parse_matmul_path(v);
+            if (!path) throw CLI::ValidationError(flag, "unknown value '" + v + "' (expected exact or int8)");
+            matmul = *path;
+          },
+          help.empty() ? "Linear layers against MLX affine 4/8-bit weights: int8 (int8 activations, "
+                         "integer dot products) or exact (dequantized f32)"
+                       : help)
+      ->default_str(matmul_path_name(matmul));
 }
 
 void add_kv_quant_options(CLI::App& app, KVQuantOptions& kv) {

@@ -33,6 +33,11 @@ struct ModelLoadOptions {
   // that does not support the model's head_dim makes load fail with the codec's message.
   KVQuantOptions kv_quant;
   int kv_block_size = 16;
+  // How linear layers multiply by MLX affine 4- and 8-bit weights (--matmul): int8 activations
+  // with integer dot products (cpu/linear_int8.h; the default since its mean KL against the exact
+  // path is ~3e-4 on the default model and fixtures, docs/decisions.md) or exact dequantization.
+  // Dense weights and other code widths are always exact.
+  ops::MatmulPath matmul = ops::MatmulPath::kInt8;
 };
 
 // One sequence's slice of a Batch.

@@ -91,7 +91,58 @@ constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8;
 
 #include "kvlm/backend/cpu/kernels_simd.inl"
 
+// The int8 kernels also need AVX-512 VNNI (vpdpbusd); linear_int8_kernel checks for it.
+#undef KVLM_TARGET
+#define KVLM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+
 namespace kvlm::cpu {
+namespace {
+
+// vpdpbusd multiplies unsigned codes by signed activations, 4 bytes into each int32 lane: one
+// zmm register is the formula's 16 lanes.
+struct I8 {
+  using Acc = __m512i;
+  struct W4 {
+    __m512i lo, hi;  // codes 0, 2, ..., 126 and 1, 3, ..., 127 of a 64-byte chunk
+  };
+  struct W8 {
+    __m512i codes;
+  };
+  // 4 tokens x 4 rows = 16 accumulators plus 8 registers of nibbles; decode reads 8 rows at once.
+  static constexpr int kTileTokens = 4, kTileRows = 4, kDecodeRows = 8;
+
+  // nbytes < 64 only for the last chunk of a row: the missing bytes read as zero codes.
+  static KVLM_TARGET __m512i load(const uint8_t* p, int64_t nbytes) {
+    if (nbytes == 64) return _mm512_loadu_si512(p);
+    return _mm512_maskz_loadu_epi8((uint64_t(1) << nbytes) - 1, p);
+  }
+  static KVLM_TARGET W4 load4(const uint8_t* p, int64_t nbytes) {
+    const __m512i w = load(p, nbytes), mask = _mm512_set1_epi8(0x0F);
+    return {_mm512_and_si512(w, mask), _mm512_and_si512(_mm512_srli_epi16(w, 4), mask)};
+  }
+  static KVLM_TARGET W8 load8(const uint8_t* p, int64_t nbytes) { return {load(p, nbytes)}; }
+  static KVLM_TARGET Acc dot4(W4 w, const int8_t* x, const int32_t* base) {
+    const Acc acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(base), w.lo, _mm512_loadu_si512(x));
+    return _mm512_dpbusd_epi32(acc, w.hi, _mm512_loadu_si512(x + 64));
+  }
+  static KVLM_TARGET Acc dot8(W8 w, const int8_t* x, const int32_t* base) {
+    return _mm512_dpbusd_epi32(_mm512_loadu_si512(base), w.codes, _mm512_loadu_si512(x));
+  }
+  static KVLM_TARGET Vec to_float(Acc a) { return {_mm512_cvtepi32_ps(a)}; }
+  // Lane k: s[group[k]].
+  static KVLM_TARGET Vec expand(const float* s, const int32_t* group) {
+    return {_mm512_permutexvar_ps(_mm512_loadu_si512(group), _mm512_loadu_ps(s))};
+  }
+};
+
+}  // namespace
+}  // namespace kvlm::cpu
+
+#include "kvlm/backend/cpu/linear_int8_simd.inl"
+
+namespace kvlm::cpu {
+
+void linear_int8_avx512(const LinearRows& job, const Int8Acts& acts) { linear_int8_simd(job, acts); }
 
 void linear_rows_avx512(const LinearRows& job) { linear_rows_simd(job); }
 float dot_avx512(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }

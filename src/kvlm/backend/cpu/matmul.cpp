@@ -4,7 +4,7 @@
 
 #include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
-#include "kvlm/backend/cpu/linear_rows.h"
+#include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/base/thread_pool.h"
 
 namespace kvlm::ops {
@@ -24,8 +24,8 @@ void check_weight(const Weight& w, const char* op) {
 }
 
 // Output features lo .. hi-1 of y = x · Wᵀ (+ bias) for every token row.
-void linear_rows(cpu::LinearRowsFn kernel, const Tensor& x, const Weight& w, int64_t lo, int64_t hi,
-                 Tensor& y) {
+void linear_rows(const cpu::LinearKernel& kernel, const Tensor& x, const Weight& w, int64_t lo,
+                 int64_t hi, Tensor& y) {
   const int64_t T = x.dim(0), out_f = w.out_features;
   float* yp = y.data<float>();
   kernel({x.data<float>(), T, &w, lo, hi - lo, yp + lo, out_f});
@@ -72,12 +72,15 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
     outs.push_back(Tensor::empty({T, w->out_features}, DType::kF32));
     first_row.push_back(first_row.back() + w->out_features);
   }
-  const cpu::LinearRowsFn kernel = cpu::linear_rows_kernel(cpu::cpu_isa());
+  // Each weight's kernel (for the int8 path: x quantized for its groups), before the rows are split.
+  std::vector<cpu::LinearKernel> kernels;
+  kernels.reserve(ws.size());
+  for (const Weight* w : ws) kernels.emplace_back(cpu::cpu_isa(), *w, x.data<float>(), T);
   thread_pool().parallel_for(size_t(first_row.back()), size_t(kRowBlock), [&](size_t b, size_t e) {
     for (size_t i = 0; i < ws.size(); ++i) {
       const int64_t lo = std::max<int64_t>(int64_t(b), first_row[i]) - first_row[i];
       const int64_t hi = std::min<int64_t>(int64_t(e), first_row[i + 1]) - first_row[i];
-      if (lo < hi) linear_rows(kernel, x, *ws[i], lo, hi, outs[i]);
+      if (lo < hi) linear_rows(kernels[i], x, *ws[i], lo, hi, outs[i]);
     }
   });
   return outs;

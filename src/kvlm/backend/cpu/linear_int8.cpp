@@ -1,0 +1,134 @@
+// The int8 path's activation quantizer, its portable reference kernel and the dispatch.
+#include "kvlm/backend/cpu/linear_int8.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/quant/affine.h"
+
+namespace kvlm::cpu {
+
+namespace {
+
+// Rounds v (|v| <= 127.5) to the nearest integer, ties to even: adding and subtracting 1.5 * 2^23
+// leaves no fraction bits, and the add rounds to nearest even. Plain float adds, so it costs no
+// library call and vectorizes.
+inline int8_t round_to_int8(float v) {
+  constexpr float kMagic = 12582912.0f;
+  return int8_t(int32_t((v + kMagic) - kMagic));
+}
+
+}  // namespace
+
+Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_size, int bits) {
+  Int8Acts a;
+  const int64_t chunk = int8_chunk(bits);
+  const int lane_shift = bits == 4 ? 3 : 2;  // log2 of the codes per lane
+  const int32_t m = 1 << (bits - 1);
+  a.stride = (in + kInt8Block - 1) / kInt8Block * kInt8Block;
+  a.lanes = (in + chunk - 1) / chunk * kDotLanes;
+  a.groups = in / group_size;
+  a.groups_pad = (a.groups + kDotLanes - 1) / kDotLanes * kDotLanes;
+  a.q.assign(size_t(T * a.stride), 0);
+  a.d.assign(size_t(T * a.lanes), 0.0f);
+  a.base.assign(size_t(T * a.lanes), 0);
+  a.sx.assign(size_t(T * a.groups_pad), 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    int8_t* q = a.q.data() + t * a.stride;
+    for (int64_t g = 0; g < a.groups; ++g) {
+      const float* xg = x + t * in + g * group_size;
+      float amax = 0.0f, sum = 0.0f;
+      for (int64_t k = 0; k < group_size; ++k) {
+        amax = std::max(amax, std::fabs(xg[k]));
+        sum += xg[k];
+      }
+      a.sx[size_t(t * a.groups_pad + g)] = sum;
+      if (amax == 0.0f) continue;  // d_g = 0 and xq = 0 already
+      const float d = amax / 127.0f, inv = 127.0f / amax;
+      for (int64_t k = 0; k < group_size; ++k) {
+        const int64_t i = g * group_size + k, lane = t * a.lanes + (i >> lane_shift);
+        const int8_t v = round_to_int8(xg[k] * inv);
+        q[int8_act_index(i, bits)] = v;
+        a.base[size_t(lane)] -= m * v;
+        a.d[size_t(lane)] = d;
+      }
+    }
+  }
+  return a;
+}
+
+void int8_center_biases(const float* s, float* b, int64_t groups, int bits) {
+  const float m = float(1 << (bits - 1));
+  for (int64_t g = 0; g < groups; ++g) b[g] += s[g] * m;
+}
+
+void int8_lane_groups(int group_size, int bits, int32_t (&out)[16]) {
+  const int64_t lane_codes = int8_chunk(bits) / kDotLanes;
+  for (int64_t k = 0; k < kDotLanes; ++k) out[k] = int32_t(k * lane_codes / group_size);
+}
+
+bool uses_int8(const ops::Weight& w) {
+  return w.matmul == ops::MatmulPath::kInt8 && w.quant && (w.quant->bits == 4 || w.quant->bits == 8);
+}
+
+void linear_int8_portable(const LinearRows& job, const Int8Acts& acts) {
+  const ops::Weight& w = *job.w;
+  const int bits = w.quant->bits;
+  const int64_t in = w.in_features, G = w.quant->group_size, groups = acts.groups;
+  const int64_t chunk = int8_chunk(bits), lane_codes = chunk / kDotLanes;
+  const int64_t words = affine_packed_words(in, bits);
+  const int32_t m = 1 << (bits - 1);
+  // Scales zero-padded past the last group, for the lanes past the row's end.
+  std::vector<float> s(size_t(acts.lanes), 0.0f), b(size_t(acts.groups_pad), 0.0f);
+  for (int64_t r = 0; r < job.R; ++r) {
+    const int64_t row = job.r0 + r;
+    const uint32_t* packed = w.weight.data<uint32_t>() + row * words;
+    widen(w.scales, row * groups, groups, s.data());
+    widen(w.biases, row * groups, groups, b.data());
+    int8_center_biases(s.data(), b.data(), groups, bits);
+    for (int64_t t = 0; t < job.T; ++t) {
+      const int8_t* q = acts.q.data() + t * acts.stride;
+      float F[kDotLanes] = {};
+      const float* sx = acts.sx.data() + t * acts.groups_pad;
+      for (int64_t g = 0; g < acts.groups_pad; g += kDotLanes) fma_lanes(b.data() + g, sx + g, F);
+      for (int64_t lane = 0; lane < acts.lanes; ++lane) {
+        int32_t P = 0;
+        const int64_t i0 = lane * lane_codes;
+        for (int64_t i = i0; i < std::min(i0 + lane_codes, in); ++i)
+          P += (int32_t(affine_code(packed, i, bits)) - m) * int32_t(q[int8_act_index(i, bits)]);
+        const float u = s[size_t(i0 / G)] * acts.d[size_t(t * acts.lanes + lane)];
+        F[lane % kDotLanes] = std::fma(u, float(P), F[lane % kDotLanes]);
+      }
+      job.y[t * job.ldy + r] = fold_lanes(F);
+    }
+  }
+}
+
+LinearInt8Fn linear_int8_kernel(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      // The AVX-512 int8 kernel needs VNNI; without it the AVX2 kernel computes the same bits.
+      __builtin_cpu_init();
+      return __builtin_cpu_supports("avx512vnni") ? linear_int8_avx512 : linear_int8_avx2;
+    case Isa::kAvx2: return linear_int8_avx2;
+    case Isa::kPortable: break;
+  }
+  return linear_int8_portable;
+}
+
+LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T) {
+  if (!uses_int8(w)) {
+    exact_ = linear_rows_kernel(isa);
+    return;
+  }
+  int8_ = linear_int8_kernel(isa);
+  acts_ = quantize_int8_acts(x, T, w.in_features, w.quant->group_size, w.quant->bits);
+}
+
+void LinearKernel::operator()(const LinearRows& job) const {
+  if (int8_) int8_(job, acts_);
+  else exact_(job);
+}
+
+}  // namespace kvlm::cpu
