@@ -214,7 +214,7 @@ Json run_bench(const BenchOptions& o) {
     std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.0f%% of FMA peak", o.prompt_tokens,
                 P / s, flops / s / 1e9, fma ? 100 * flops / s / fma : 0);
     // With --matmul int8 the quantized linears run on the integer units: their peak applies too.
-    if (o.matmul == ops::MatmulPath::kInt8 && vnni > 0) {
+    if (o.matmul == ops::MatmulPath::kInt8 && ckpt.is_quantized() && vnni > 0) {
       out["prefill"]["fraction_of_vnni_peak"] = flops / s / vnni;
       std::printf(", %.0f%% of VNNI peak", 100 * flops / s / vnni);
     }
