@@ -124,7 +124,7 @@ TEST(LinearInt8, EveryIsaEqualsPortable) {
         for (int64_t R : {1, 5, 11})
           for (DType params : {DType::kBF16, DType::kF32}) {
             const QuantWeight qw = quantized(R, in, bits, group, params, uint32_t(bits * group + R));
-            for (int64_t T : {1, 3, 8, 13}) {
+            for (int64_t T : {1, 3, 8, 13, 21}) {
               const auto x = normal(size_t(T * in), uint32_t(T * 31 + in));
               const auto want = run_int8(Isa::kPortable, x, T, qw.w, 0, R);
               const std::string what = "q" + std::to_string(bits) + " g" + std::to_string(group) +
