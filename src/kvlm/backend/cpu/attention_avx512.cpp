@@ -1,17 +1,14 @@
-// AVX-512 operations of attention: the block kernels (attention_blocks.inl), where one 16-lane
-// accumulator is one zmm register, so a key block's 16 score accumulators and the value loop's
-// accumulators stay in registers; and row decoders 16 elements at a time with exactly the
-// expressions of the AVX2 ones (attention_avx2.cpp lists them), so every ISA gives the same bits.
+// AVX-512 operations of attention (attention_kernels.h): the block kernels of
+// attention_blocks.inl, where one 16-lane accumulator is one zmm register, so a key block's 16
+// score accumulators and the value loop's accumulators stay in registers; and the row decoders of
+// attention_rows.inl 16 elements at a time. Both compute exactly the portable expressions, so every
+// ISA gives the same bits.
 // GCC 12 reports false "uninitialized __Y" warnings inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "kvlm/backend/cpu/attention_kernels.h"
-#include "kvlm/base/half.h"
-#include "kvlm/quant/turboquant.h"
 
 #define KVLM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 
@@ -58,23 +55,6 @@ struct Lanes {
 // 32 zmm registers: 12 accumulators (3 heads x 4 slices), 4 value slices, the rest for weights.
 constexpr int kValueTile = 12;
 
-float load_f16(const uint8_t* at) {
-  uint16_t h;
-  std::memcpy(&h, at, 2);
-  return f16_to_f32(h);
-}
-
-template <bool kBF16>
-KVLM_TARGET const float* half_row(const KVCodec& c, const uint8_t* row, float* buf) {
-  for (int i = 0; i < c.head_dim(); i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i));
-    const __m512 f = kBF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                           : _mm512_cvtph_ps(h);
-    _mm512_storeu_ps(buf + i, f);
-  }
-  return buf;
-}
-
 // Codes i .. i+15 (i a multiple of 16) of a row's little-endian code stream as 16 32-bit lanes.
 // Their 2*kBits bytes are loaded exactly (masked), copied to every 128-bit lane, and each lane
 // picks the two bytes holding its code with a byte shuffle, then shifts and masks it out.
@@ -102,21 +82,24 @@ KVLM_TARGET inline __m512i codes16(const uint8_t* stream, int i) {
   }
 }
 
-template <int kBits>
-KVLM_TARGET const float* turbo_key_row(const KVCodec& c, const uint8_t* row, float* buf) {
-  const int d = c.head_dim(), groups = d / kTurboGroupSize;
-  const uint8_t* scales = row + size_t(d) * kBits / 8;
-  const uint8_t* zeros = scales + size_t(groups) * 2;
-  for (int g = 0; g < groups; ++g) {
-    const __m512 scale = _mm512_set1_ps(load_f16(scales + 2 * g));
-    const __m512 zero = _mm512_set1_ps(load_f16(zeros + 2 * g));
-    for (int i = g * kTurboGroupSize; i < (g + 1) * kTurboGroupSize; i += 16) {
-      const __m512 code = _mm512_cvtepi32_ps(codes16<kBits, kBits == 8>(row, i));
-      _mm512_storeu_ps(buf + i, _mm512_mul_ps(_mm512_add_ps(code, zero), scale));
-    }
+// 16 f32 lanes for the row decoders (attention_rows.inl).
+struct RowVec {
+  static constexpr int kWidth = 16;
+  __m512 v;
+
+  template <int kBits, bool kSigned = false>
+  static KVLM_TARGET __m512i codes(const uint8_t* stream, int i) { return codes16<kBits, kSigned>(stream, i); }
+  static KVLM_TARGET RowVec to_float(__m512i c) { return {_mm512_cvtepi32_ps(c)}; }
+  template <bool kBF16>
+  static KVLM_TARGET RowVec half(const uint8_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return {kBF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h)};
   }
-  return buf;
-}
+  static KVLM_TARGET RowVec set1(float x) { return {_mm512_set1_ps(x)}; }
+  static KVLM_TARGET RowVec add(RowVec a, RowVec b) { return {_mm512_add_ps(a.v, b.v)}; }
+  static KVLM_TARGET RowVec mul(RowVec a, RowVec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  KVLM_TARGET void store(float* p) const { _mm512_storeu_ps(p, v); }
+};
 
 // centroid[code] for 16 codes: up to 32 centroids are selected by permutes from registers,
 // wider tables gathered.
@@ -133,80 +116,18 @@ struct CentroidLookup {
       hi = _mm512_load_ps(t + 16);
     }
   }
-  KVLM_TARGET __m512 operator()(__m512i code) const {
-    if constexpr (kBits <= 4) return _mm512_permutexvar_ps(code, lo);
-    if constexpr (kBits == 5) return _mm512_permutex2var_ps(lo, code, hi);
-    return _mm512_i32gather_ps(code, table, 4);
+  KVLM_TARGET RowVec operator()(__m512i code) const {
+    if constexpr (kBits <= 4) return {_mm512_permutexvar_ps(code, lo)};
+    if constexpr (kBits == 5) return {_mm512_permutex2var_ps(lo, code, hi)};
+    return {_mm512_i32gather_ps(code, table, 4)};
   }
 };
-
-template <int kBits>
-KVLM_TARGET const float* turbo_value_row(const KVCodec& c, const uint8_t* row, float* buf) {
-  const int d = c.head_dim(), groups = d / kTurboGroupSize;
-  const uint8_t* scales = row + size_t(d) * kBits / 8;
-  const CentroidLookup<kBits> centroid(c.value_table()->centroids.data());
-  for (int g = 0; g < groups; ++g) {
-    const __m512 scale = _mm512_set1_ps(load_f16(scales + 2 * g));
-    for (int i = g * kTurboGroupSize; i < (g + 1) * kTurboGroupSize; i += 16)
-      _mm512_storeu_ps(buf + i, _mm512_mul_ps(centroid(codes16<kBits>(row, i)), scale));
-  }
-  return buf;
-}
-
-template <int kBits>
-KVLM_TARGET const float* affine_row(const KVCodec& c, const uint8_t* row, float* buf) {
-  const KVCodecSpec& s = c.spec();
-  const int d = c.head_dim(), groups = d / s.group_size;
-  const size_t psize = dtype_size(s.param_dtype);
-  const uint8_t* scales = row + size_t(d) * kBits / 8;
-  const uint8_t* biases = scales + size_t(groups) * psize;
-  for (int g = 0; g < groups; ++g) {
-    const __m512 scale = _mm512_set1_ps(load_kv_scalar(scales + size_t(g) * psize, s.param_dtype));
-    const __m512 bias = _mm512_set1_ps(load_kv_scalar(biases + size_t(g) * psize, s.param_dtype));
-    for (int i = g * s.group_size; i < (g + 1) * s.group_size; i += 16) {
-      const __m512 code = _mm512_cvtepi32_ps(codes16<kBits>(row, i));
-      _mm512_storeu_ps(buf + i, _mm512_add_ps(_mm512_mul_ps(scale, code), bias));
-    }
-  }
-  return buf;
-}
-
-using RowFn = const float* (*)(const KVCodec&, const uint8_t*, float*);
-
-RowFn turbo_key_fn(int bits) {
-  switch (bits) {
-    case 2: return turbo_key_row<2>;
-    case 4: return turbo_key_row<4>;
-    case 5: return turbo_key_row<5>;
-    default: return turbo_key_row<8>;
-  }
-}
-
-RowFn turbo_value_fn(int bits) {
-  switch (bits) {
-    case 2: return turbo_value_row<2>;
-    case 3: return turbo_value_row<3>;
-    case 4: return turbo_value_row<4>;
-    case 5: return turbo_value_row<5>;
-    default: return turbo_value_row<8>;
-  }
-}
-
-RowFn affine_fn(int bits) {
-  switch (bits) {
-    case 2: return affine_row<2>;
-    case 3: return affine_row<3>;
-    case 4: return affine_row<4>;
-    case 5: return affine_row<5>;
-    case 8: return affine_row<8>;
-    default: return nullptr;  // 6-bit: MLX packs 4 codes in 3 bytes, left to AVX2 / the codec
-  }
-}
 
 }  // namespace
 }  // namespace kvlm::cpu
 
 #include "kvlm/backend/cpu/attention_blocks.inl"
+#include "kvlm/backend/cpu/attention_rows.inl"
 
 namespace kvlm::cpu {
 
@@ -216,19 +137,7 @@ AttentionRowOps attention_row_ops_avx512(const KVCodec& codec) {
   if (codec.head_dim() % 16 != 0) return ops;
   ops.score_block = score_block_simd;
   ops.accumulate_block = accumulate_block_simd;
-  const KVCodecSpec& s = codec.spec();
-  switch (s.kind) {
-    case KVCodecKind::kBF16: ops.key = ops.value = half_row<true>; break;
-    case KVCodecKind::kF16: ops.key = ops.value = half_row<false>; break;
-    case KVCodecKind::kTurbo:
-      ops.key = turbo_key_fn(s.key_bits);
-      ops.value = turbo_value_fn(s.value_bits);
-      break;
-    case KVCodecKind::kAffine:
-      if (const RowFn f = affine_fn(s.bits)) ops.key = ops.value = f;
-      break;
-    default: break;  // f32 rows are read in place
-  }
+  use_row_decoders(codec, ops);
   return ops;
 }
 
