@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "isa_test_util.h"
 #include "kvlm/backend/cpu/dot.h"
 #include "kvlm/backend/cpu/linear_rows.h"
 #include "kvlm/base/half.h"
@@ -14,25 +15,6 @@
 
 namespace kvlm::cpu {
 namespace {
-
-std::vector<Isa> simd_paths() {
-  std::vector<Isa> paths;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
-    if (isa_supported(isa)) paths.push_back(isa);
-  return paths;
-}
-
-std::vector<float> normal(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 TEST(Dot, PortableFollowsTheSixteenLaneOrder) {
   // A 1e8 in lane 0 absorbs the ones added after it (float spacing there is 8), so the result
