@@ -209,5 +209,27 @@ TEST(LinearInt8, OpsLinearTakesThePathAndIgnoresThreads) {
   EXPECT_FALSE(uses_int8(q2.w));
 }
 
+TEST(LinearInt8, ManySharesQuantizedActivationsOnlyWhereTheyMatch) {
+  // Two q4 g64 weights share one quantization of x; the q8 g64 and q4 g32 ones need their own.
+  // 40 tokens on 3 threads also quantize token rows in parallel.
+  const int64_t in = 256, T = 40;
+  const QuantWeight a = quantized(37, in, 4, 64, DType::kBF16, 31);
+  const QuantWeight b = quantized(21, in, 4, 64, DType::kBF16, 32);
+  const QuantWeight c = quantized(13, in, 8, 64, DType::kBF16, 33);
+  const QuantWeight d = quantized(9, in, 4, 32, DType::kBF16, 34);
+  const auto xv = normal(size_t(T * in), 35);
+  Tensor x = Tensor::empty({T, in}, DType::kF32);
+  std::memcpy(x.data<float>(), xv.data(), xv.size() * sizeof(float));
+  ThreadPool pool(3);
+  ops::set_thread_pool(&pool);
+  const ops::Weight* ws[] = {&a.w, &b.w, &c.w, &d.w};
+  const std::vector<Tensor> many = ops::linear_many(x, ws);
+  ops::set_thread_pool(nullptr);
+  for (size_t i = 0; i < 4; ++i) {
+    const auto want = run_int8(Isa::kPortable, xv, T, *ws[i], 0, ws[i]->out_features);
+    EXPECT_EQ(std::memcmp(many[i].data<float>(), want.data(), want.size() * sizeof(float)), 0) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kvlm::cpu

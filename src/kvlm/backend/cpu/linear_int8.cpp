@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/base/thread_pool.h"
 #include "kvlm/quant/affine.h"
 
 namespace kvlm::cpu {
@@ -34,27 +35,30 @@ Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_siz
   a.d.assign(size_t(T * a.lanes), 0.0f);
   a.base.assign(size_t(T * a.lanes), 0);
   a.sx.assign(size_t(T * a.groups_pad), 0.0f);
-  for (int64_t t = 0; t < T; ++t) {
-    int8_t* q = a.q.data() + t * a.stride;
-    for (int64_t g = 0; g < a.groups; ++g) {
-      const float* xg = x + t * in + g * group_size;
-      float amax = 0.0f, sum = 0.0f;
-      for (int64_t k = 0; k < group_size; ++k) {
-        amax = std::max(amax, std::fabs(xg[k]));
-        sum += xg[k];
-      }
-      a.sx[size_t(t * a.groups_pad + g)] = sum;
-      if (amax == 0.0f) continue;  // d_g = 0 and xq = 0 already
-      const float d = amax / 127.0f, inv = 127.0f / amax;
-      for (int64_t k = 0; k < group_size; ++k) {
-        const int64_t i = g * group_size + k, lane = t * a.lanes + (i >> lane_shift);
-        const int8_t v = round_to_int8(xg[k] * inv);
-        q[int8_act_index(i, bits)] = v;
-        a.base[size_t(lane)] -= m * v;
-        a.d[size_t(lane)] = d;
+  // Token rows are independent: they are quantized in parallel (a prefill chunk has hundreds).
+  ops::thread_pool().parallel_for(size_t(T), 16, [&](size_t t_begin, size_t t_end) {
+    for (int64_t t = int64_t(t_begin); t < int64_t(t_end); ++t) {
+      int8_t* q = a.q.data() + t * a.stride;
+      for (int64_t g = 0; g < a.groups; ++g) {
+        const float* xg = x + t * in + g * group_size;
+        float amax = 0.0f, sum = 0.0f;
+        for (int64_t k = 0; k < group_size; ++k) {
+          amax = std::max(amax, std::fabs(xg[k]));
+          sum += xg[k];
+        }
+        a.sx[size_t(t * a.groups_pad + g)] = sum;
+        if (amax == 0.0f) continue;  // d_g = 0 and xq = 0 already
+        const float d = amax / 127.0f, inv = 127.0f / amax;
+        for (int64_t k = 0; k < group_size; ++k) {
+          const int64_t i = g * group_size + k, lane = t * a.lanes + (i >> lane_shift);
+          const int8_t v = round_to_int8(xg[k] * inv);
+          q[int8_act_index(i, bits)] = v;
+          a.base[size_t(lane)] -= m * v;
+          a.d[size_t(lane)] = d;
+        }
       }
     }
-  }
+  });
   return a;
 }
 
@@ -117,17 +121,25 @@ LinearInt8Fn linear_int8_kernel(Isa isa) {
   return linear_int8_portable;
 }
 
-LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T) {
+LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T,
+                           std::span<const LinearKernel> same_input) {
   if (!uses_int8(w)) {
     exact_ = linear_rows_kernel(isa);
     return;
   }
   int8_ = linear_int8_kernel(isa);
-  acts_ = quantize_int8_acts(x, T, w.in_features, w.quant->group_size, w.quant->bits);
+  group_size_ = w.quant->group_size;
+  bits_ = w.quant->bits;
+  for (const LinearKernel& k : same_input)
+    if (k.acts_ && k.group_size_ == group_size_ && k.bits_ == bits_) {
+      acts_ = k.acts_;
+      return;
+    }
+  acts_ = std::make_shared<const Int8Acts>(quantize_int8_acts(x, T, w.in_features, group_size_, bits_));
 }
 
 void LinearKernel::operator()(const LinearRows& job) const {
-  if (int8_) int8_(job, acts_);
+  if (int8_) int8_(job, *acts_);
   else exact_(job);
 }
 

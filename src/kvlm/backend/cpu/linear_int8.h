@@ -27,6 +27,8 @@
 // then multiplies |code - m| <= m instead of code <= 2m, half the error. Other code widths
 // (2, 3, 5, 6 bits) and dense weights take the exact path.
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "kvlm/backend/cpu/linear_rows.h"
@@ -82,15 +84,19 @@ LinearInt8Fn linear_int8_kernel(Isa isa);
 
 // The kernel ops::linear runs for one call: the exact kernel, or for a weight that uses_int8 the
 // int8 kernel with x quantized here, once, before the output rows are split among threads.
+// `same_input` are kernels already built for the same x (linear_many's other weights): int8
+// activations quantized for the same group size and code width are shared, not recomputed.
 class LinearKernel {
  public:
-  LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T);
+  LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T,
+               std::span<const LinearKernel> same_input = {});
   void operator()(const LinearRows& job) const;
 
  private:
   LinearRowsFn exact_ = nullptr;
   LinearInt8Fn int8_ = nullptr;
-  Int8Acts acts_;
+  int group_size_ = 0, bits_ = 0;
+  std::shared_ptr<const Int8Acts> acts_;
 };
 
 }  // namespace kvlm::cpu

@@ -73,9 +73,13 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
     first_row.push_back(first_row.back() + w->out_features);
   }
   // Each weight's kernel (for the int8 path: x quantized for its groups), before the rows are split.
+  // The weights share x, so int8 activations quantized for one serve the others of the same
+  // group size and width. reserve() keeps the span of built kernels valid while one is added.
   std::vector<cpu::LinearKernel> kernels;
   kernels.reserve(ws.size());
-  for (const Weight* w : ws) kernels.emplace_back(cpu::cpu_isa(), *w, x.data<float>(), T);
+  for (const Weight* w : ws)
+    kernels.emplace_back(cpu::cpu_isa(), *w, x.data<float>(), T,
+                         std::span<const cpu::LinearKernel>(kernels.data(), kernels.size()));
   thread_pool().parallel_for(size_t(first_row.back()), size_t(kRowBlock), [&](size_t b, size_t e) {
     for (size_t i = 0; i < ws.size(); ++i) {
       const int64_t lo = std::max<int64_t>(int64_t(b), first_row[i]) - first_row[i];
