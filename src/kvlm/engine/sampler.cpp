@@ -75,8 +75,9 @@ void partition_top(std::vector<Ranked>& r, size_t lo, size_t mid, size_t hi) {
 // values, sets the rest to -inf.
 void keep_top(std::vector<float>& values, const std::vector<Ranked>& r, size_t n, float floor = kNegInf) {
   for (size_t i = n; i < r.size(); ++i) values[size_t(r[i].id)] = kNegInf;
-  for (float& v : values)
-    if (v < floor) v = kNegInf;
+  if (floor > kNegInf)  // r left out the values below the floor
+    for (float& v : values)
+      if (v < floor) v = kNegInf;
 }
 
 // The largest value (the logits hold no NaN): eight running maxima, so that the compares do not
