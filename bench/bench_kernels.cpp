@@ -195,19 +195,22 @@ KVCodecSpec codec_spec(int64_t arg) {
 }
 
 // ops::attention (all pool threads). Args: codec (0 bf16, 1 affine8, 2 turbo k8v3), new query
-// tokens (1 = decode, else a prefill chunk), tokens already cached before them.
+// tokens (1 = decode, else a prefill chunk), tokens already cached before them, key path (0
+// exact, 1 int8: compressed keys scored on their codes).
 void Attention(benchmark::State& state) {
   const int64_t n = state.range(1), past = state.range(2);
   const PagedCache cache(codec_spec(state.range(0)), past + n);
   const Tensor q = random_f32({n, kHeads, kHeadDim}, 12);
-  const ops::AttentionParams p{0.125f, 0};
+  const ops::AttentionParams p{0.125f, 0, state.range(3) ? ops::MatmulPath::kInt8 : ops::MatmulPath::kExact};
   for (auto _ : state) benchmark::DoNotOptimize(ops::attention(q, cache.view(), past, p));
   state.counters["keys/s"] = benchmark::Counter(double(n) * double(past + n) * kKVHeads,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(Attention)
-    ->ArgsProduct({{0, 1, 2}, {1}, {4096}})
-    ->ArgsProduct({{0, 1, 2}, {512}, {0}})
+    ->ArgsProduct({{0}, {1}, {4096}, {0}})
+    ->ArgsProduct({{1, 2}, {1}, {4096}, {0, 1}})
+    ->ArgsProduct({{0}, {512}, {0}, {0}})
+    ->ArgsProduct({{1, 2}, {512}, {0}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

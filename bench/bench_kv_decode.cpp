@@ -30,6 +30,7 @@
 #include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/base/thread_pool.h"
 #include "kvlm/engine/bench.h"
+#include "kvlm/engine/engine_flags.h"
 #include "kvlm/model/model.h"
 
 namespace kvlm {
@@ -92,11 +93,13 @@ struct Row {
 
 // Measures every codec at every context once, keeping the best figures in `rows`.
 void run_round(const std::string& model_dir, const std::vector<int64_t>& contexts,
-               const std::vector<std::string>& codecs, int steps, int reps, std::vector<Row>& rows) {
+               const std::vector<std::string>& codecs, int steps, int reps, ops::MatmulPath matmul,
+               std::vector<Row>& rows) {
   const int64_t max_ctx = *std::max_element(contexts.begin(), contexts.end());
   for (const std::string& codec : codecs) {
     ModelLoadOptions lo;
     lo.kv_quant.quant = codec;
+    lo.matmul = matmul;
     lo.kv_block_size = 16;
     lo.kv_budget_bytes = 1;  // replaced below once the codec's size is known
     {
@@ -120,7 +123,7 @@ void run_round(const std::string& model_dir, const std::vector<int64_t>& context
       std::vector<float> qv(size_t(c.num_heads) * c.head_dim);
       for (float& v : qv) v = dist(rng);
       const Tensor q = Tensor::from_f32(qv, {1, c.num_heads, c.head_dim});
-      const ops::AttentionParams ap{0.125f, 0};
+      const ops::AttentionParams ap{0.125f, 0, matmul};
       std::vector<double> times;
       for (int r = 0; r < reps + 1; ++r) {
         const double t0 = now_seconds();
@@ -156,11 +159,11 @@ void run_round(const std::string& model_dir, const std::vector<int64_t>& context
 }
 
 int run(const std::string& model_dir, const std::vector<int64_t>& contexts,
-        const std::vector<std::string>& codecs, int steps, int reps, int rounds) {
+        const std::vector<std::string>& codecs, int steps, int reps, int rounds, ops::MatmulPath matmul) {
   std::vector<Row> rows;
-  for (int r = 0; r < rounds; ++r) run_round(model_dir, contexts, codecs, steps, reps, rows);
-  std::printf("threads %d, attention ISA %s, best of %d rounds, %s\n", ThreadPool::global().size(),
-              cpu::isa_name(cpu::cpu_isa()), rounds,
+  for (int r = 0; r < rounds; ++r) run_round(model_dir, contexts, codecs, steps, reps, matmul, rows);
+  std::printf("threads %d, attention ISA %s, --matmul %s, best of %d rounds, %s\n", ThreadPool::global().size(),
+              cpu::isa_name(cpu::cpu_isa()), matmul_path_name(matmul), rounds,
               g_cpu_time ? "process CPU time" : "wall time");
   std::printf("| codec | context | bits/element | KV MB | attention us (1 layer) | decode tok/s |\n"
               "|---|---|---|---|---|---|\n");
@@ -199,6 +202,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--threads", threads, "Worker threads (0 = physical cores)");
   app.add_flag("--cpu-time", kvlm::g_cpu_time, "Time by the process's CPU time instead of wall time");
+  kvlm::ops::MatmulPath matmul = kvlm::ModelLoadOptions().matmul;
+  kvlm::add_matmul_option(app, matmul, "--matmul",
+                          "int8: keys of compressed caches scored on their codes (the default); exact: decoded");
   app.add_option("--model", model_dir, "Model folder (default: write the synthetic 0.5B shape to /tmp)");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -210,7 +216,7 @@ int main(int argc, char** argv) {
       model_dir = kvlm::write_synthetic_model(kvlm::synthetic_shape("0.5b"), tmp, 0);
       ::sync();  // the first codec's timings must not share the disk with 1 GB of writeback
     }
-    const int rc = kvlm::run(model_dir, contexts, codecs, steps, reps, rounds);
+    const int rc = kvlm::run(model_dir, contexts, codecs, steps, reps, rounds, matmul);
     if (!tmp.empty()) std::filesystem::remove_all(tmp);
     return rc;
   } catch (const std::exception& e) {

@@ -94,7 +94,7 @@ void Model::Impl::load_weights(ops::MatmulPath matmul) {
     w.gate = load_linear(ckpt, l + "mlp.gate_proj", I, H, matmul);
     w.up = load_linear(ckpt, l + "mlp.up_proj", I, H, matmul);
     w.down = load_linear(ckpt, l + "mlp.down_proj", H, I, matmul);
-    w.attention = {scale, c.layer_window[size_t(i)]};
+    w.attention = {scale, c.layer_window[size_t(i)], matmul};
     layers.push_back(std::move(w));
   }
 }

@@ -337,15 +337,4 @@ void KVCodec::decode_value_row(const uint8_t* row, float* out) const {
   inverse_value_transform(out);
 }
 
-float load_kv_scalar(const uint8_t* at, DType dt) {
-  if (dt == DType::kF32) {
-    float v;
-    std::memcpy(&v, at, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, at, 2);
-  return dt == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
-
 }  // namespace kvlm

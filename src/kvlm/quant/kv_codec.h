@@ -18,10 +18,12 @@
 // Byte layouts, bounds and deviations from the reference codecs: docs/kv-codecs.md.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "kvlm/base/half.h"
 #include "kvlm/quant/turboquant_tables.h"
 #include "kvlm/tensor/dtype.h"
 
@@ -87,8 +89,18 @@ struct KVCodecTraits {
 
 const KVCodecTraits& kv_codec_traits(KVCodecKind kind);
 
-// One f32/f16/bf16 value stored in a codec row (unaligned), widened to f32.
-float load_kv_scalar(const uint8_t* at, DType dt);
+// One f32/f16/bf16 value stored in a codec row (unaligned), widened to f32. Inline: attention
+// reads one or two per row and group.
+inline float load_kv_scalar(const uint8_t* at, DType dt) {
+  if (dt == DType::kF32) {
+    float v;
+    std::memcpy(&v, at, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, at, 2);
+  return dt == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
 
 // A validated codec for one head_dim. Cheap to copy; the row functions are const and
 // thread-safe. Inputs are f32 rows holding model-dtype values; outputs are f32.

@@ -13,8 +13,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
+#include "kvlm/backend/cpu/attention_codes.h"
 #include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/backend/cpu/vector_math.h"
@@ -59,21 +61,28 @@ void portable_accumulate_block(float* acc, int group, int d, const float* w, siz
 constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
                                           portable_accumulate_block};
 
-// Decodes rows first .. first+count-1 (count <= kKeyBlock) of a chunk through `decode` into buf
-// (kKeyBlock rows of d floats), pointing row[r] at each; the unused pointers repeat row 0 so a
-// SIMD kernel may read the whole block. Rows are read once and little work is done per byte, so
-// the next block is prefetched (the hardware prefetcher alone left the 2-byte codecs waiting on
-// memory at long context).
+// Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk. Rows are read
+// once and little work is done per byte, so the next block is prefetched (the hardware prefetcher
+// alone left the 2-byte codecs waiting on memory at long context).
 template <class RowAt>
-void decode_block(const float* (*decode)(const KVCodec&, const uint8_t*, float*),
-                  const KVCodec& codec, RowAt row_at, size_t bytes, int64_t first, int count,
-                  int64_t next_end, float* buf, const float** row) {
+void block_rows(RowAt row_at, size_t bytes, int64_t first, int count, int64_t next_end, const uint8_t** row) {
   for (int r = 0; r < count; ++r) {
     const int64_t ahead = first + kKeyBlock + r;
     if (ahead < next_end)
       for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(row_at(ahead) + at);
-    row[r] = decode(codec, row_at(first + r), buf + size_t(r) * size_t(codec.head_dim()));
+    row[r] = row_at(first + r);
   }
+}
+
+// Decodes the block's rows through `decode` into buf (kKeyBlock rows of d floats), pointing
+// row[r] at each; the unused pointers repeat row 0 so a SIMD kernel may read the whole block.
+template <class RowAt>
+void decode_block(const float* (*decode)(const KVCodec&, const uint8_t*, float*),
+                  const KVCodec& codec, RowAt row_at, size_t bytes, int64_t first, int count,
+                  int64_t next_end, float* buf, const float** row) {
+  const uint8_t* raw[kKeyBlock];
+  block_rows(row_at, bytes, first, count, next_end, raw);
+  for (int r = 0; r < count; ++r) row[r] = decode(codec, raw[r], buf + size_t(r) * size_t(codec.head_dim()));
   for (int r = count; r < kKeyBlock; ++r) row[r] = row[0];
 }
 
@@ -122,7 +131,7 @@ AttentionRowOps attention_row_ops(const KVCodec& codec) {
 
 void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
                      int group, float scale, int64_t begin, std::span<const ChunkQuery> queries,
-                     std::vector<float>& scratch) {
+                     std::vector<float>& scratch, const KeyCodePath* keys) {
   const int d = codec.head_dim();
   int64_t n_max = 0;
   for (const ChunkQuery& cq : queries) n_max = std::max(n_max, cq.end - begin);
@@ -135,15 +144,22 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   const float* row[kKeyBlock];
   const auto key_at = [&](int64_t j) { return rows.key(begin + j); };
   const auto value_at = [&](int64_t j) { return rows.value(begin + j); };
-  // Each decoded block serves every query that sees (part of) it.
+  // Each decoded (or prepared) block serves every query that sees (part of) it.
+  KeyCodeBlock codes;
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
-    decode_block(ops.key, codec, key_at, rows.key_bytes, j, int(std::min<int64_t>(kKeyBlock, n_max - j)),
-                 n_max, buf, row);
+    const int count = int(std::min<int64_t>(kKeyBlock, n_max - j));
+    if (keys) {
+      const uint8_t* raw[kKeyBlock];
+      block_rows(key_at, rows.key_bytes, j, count, n_max, raw);
+      prepare_key_codes(keys->form, raw, count, codes);
+    } else {
+      decode_block(ops.key, codec, key_at, rows.key_bytes, j, count, n_max, buf, row);
+    }
     for (size_t t = 0; t < queries.size(); ++t) {
-      const int64_t n = queries[t].end - begin;
-      if (j < n)
-        ops.score_block(queries[t].q, group, d, row, int(std::min<int64_t>(kKeyBlock, n - j)),
-                        scale, scores(t) + j, ns);
+      const ChunkQuery& cq = queries[t];
+      if (j >= cq.end - begin) continue;
+      if (keys) keys->score(keys->form, codes, *cq.codes, cq.code_row, group, scale, scores(t) + j, ns);
+      else ops.score_block(cq.q, group, d, row, int(std::min<int64_t>(kKeyBlock, cq.end - begin - j)), scale, scores(t) + j, ns);
     }
   }
   for (size_t t = 0; t < queries.size(); ++t) {
@@ -247,6 +263,10 @@ struct SeqJob {
   KVLayout l;
   cpu::AttentionRowOps ops;
   int64_t n_past, row0;  // row0: its first row in the batch output
+  // The int8 key path, when asked for and the codec has it: the form and every query head
+  // quantized for it (row = token * heads + head).
+  std::optional<cpu::KeyCodePath> keys;
+  cpu::QueryCodes codes;
 };
 
 // Where a query token's keys start and how its results are kept.
@@ -305,7 +325,12 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
           "attention: the batch's sequences differ in heads or head_dim: " + s.q.describe() +
               " and " + seqs[0].q.describe());
     check_table_covers(s.kv, l, s.n_past + s.q.dim(0), "attention");
-    jobs.push_back({s.q.data<float>(), &s.kv, l, cpu::attention_row_ops(*s.kv.codec), s.n_past, total});
+    jobs.push_back({s.q.data<float>(), &s.kv, l, cpu::attention_row_ops(*s.kv.codec), s.n_past, total, {}, {}});
+    if (p.keys == MatmulPath::kInt8)
+      if (const auto form = cpu::key_code_form(*s.kv.codec)) {
+        jobs.back().keys = cpu::KeyCodePath{*form, cpu::score_codes_kernel()};
+        jobs.back().codes = cpu::quantize_query_codes(*form, s.q.data<float>(), s.q.dim(0) * s.q.dim(1));
+      }
     total += s.q.dim(0);
   }
   const int64_t kv_heads = jobs[0].l.kv_heads;
@@ -366,10 +391,11 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
         }
         r.l = r.m + group;
         queries.push_back({job.q + ((gt - job.row0) * heads + head0) * D,
-                           std::min(tok.pos + 1, task.begin + kAttentionChunk), r});
+                           std::min(tok.pos + 1, task.begin + kAttentionChunk), r, &job.codes,
+                           (gt - job.row0) * heads + head0});
       }
       cpu::attention_chunk(job.ops, *job.kv->codec, rows_of(*job.kv, job.l, task.kv_head), group,
-                           p.scale, task.begin, queries, scratch);
+                           p.scale, task.begin, queries, scratch, job.keys ? &*job.keys : nullptr);
     }
   });
 

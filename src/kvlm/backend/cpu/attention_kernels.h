@@ -23,6 +23,9 @@ namespace kvlm::cpu {
 // key fills the registers, and the 16 accumulators fold together into one vector of scores.
 inline constexpr int kKeyBlock = 16;
 
+struct KeyCodePath;  // attention_codes.h
+struct QueryCodes;
+
 struct AttentionRowOps {
   // The key row as f32: a pointer into the row itself (f32 passthrough) or into buf (head_dim
   // floats), holding exactly KVCodec::decode_key_row's values.
@@ -87,14 +90,18 @@ struct ChunkQuery {
   const float* q;
   int64_t end;
   ChunkResult out;
+  // The int8 key path: the query's heads quantized (attention_codes.h), its first head at `code_row`.
+  const QueryCodes* codes = nullptr;
+  int64_t code_row = 0;
 };
 
 // attention_chunk for several queries whose keys start at the same position `begin` (each
 // ending at its own end > begin): every key and value block is decoded once for all of them.
-// Each query's result has exactly the bits it has alone.
+// Each query's result has exactly the bits it has alone. With `keys`, keys are scored on their
+// codes (every query then carries its QueryCodes).
 void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
                      int group, float scale, int64_t begin, std::span<const ChunkQuery> queries,
-                     std::vector<float>& scratch);
+                     std::vector<float>& scratch, const KeyCodePath* keys = nullptr);
 
 // The reference: for each query row and head, every visible key and value decoded through the
 // codec (decode_key_row, decode_value_row: values fully mapped back one row at a time), one

@@ -10,18 +10,6 @@
 
 namespace kvlm::cpu {
 
-namespace {
-
-// Rounds v (|v| <= 127.5) to the nearest integer, ties to even: adding and subtracting 1.5 * 2^23
-// leaves no fraction bits, and the add rounds to nearest even. Plain float adds, so it costs no
-// library call and vectorizes.
-inline int8_t round_to_int8(float v) {
-  constexpr float kMagic = 12582912.0f;
-  return int8_t(int32_t((v + kMagic) - kMagic));
-}
-
-}  // namespace
-
 Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_size, int bits) {
   Int8Acts a;
   const int64_t chunk = int8_chunk(bits);
@@ -40,22 +28,13 @@ Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_siz
     for (int64_t t = int64_t(t_begin); t < int64_t(t_end); ++t) {
       int8_t* q = a.q.data() + t * a.stride;
       for (int64_t g = 0; g < a.groups; ++g) {
-        const float* xg = x + t * in + g * group_size;
-        float amax = 0.0f, sum = 0.0f;
-        for (int64_t k = 0; k < group_size; ++k) {
-          amax = std::max(amax, std::fabs(xg[k]));
-          sum += xg[k];
-        }
-        a.sx[size_t(t * a.groups_pad + g)] = sum;
-        if (amax == 0.0f) continue;  // d_g = 0 and xq = 0 already
-        const float d = amax / 127.0f, inv = 127.0f / amax;
-        for (int64_t k = 0; k < group_size; ++k) {
+        const Int8Group qg = quantize_int8_group(x + t * in + g * group_size, group_size, [&](int64_t k, int8_t v) {
           const int64_t i = g * group_size + k, lane = t * a.lanes + (i >> lane_shift);
-          const int8_t v = round_to_int8(xg[k] * inv);
           q[int8_act_index(i, bits)] = v;
           a.base[size_t(lane)] -= m * v;
-          a.d[size_t(lane)] = d;
-        }
+        });
+        a.sx[size_t(t * a.groups_pad + g)] = qg.sum;
+        for (int64_t k = 0; k < group_size; ++k) a.d[size_t(t * a.lanes + ((g * group_size + k) >> lane_shift))] = qg.d;
       }
     }
   });

@@ -26,6 +26,8 @@
 // part of each weight into the bias term, which uses the exact sums sx: the activation rounding
 // then multiplies |code - m| <= m instead of code <= 2m, half the error. Other code widths
 // (2, 3, 5, 6 bits) and dense weights take the exact path.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -49,6 +51,36 @@ inline int64_t int8_act_index(int64_t i, int bits) {
   if (bits != 4) return i;
   const int64_t p = i % kInt8Block;
   return i - p + (p % 2) * (kInt8Block / 2) + p / 2;
+}
+
+// Rounds v (|v| <= 127.5) to the nearest integer, ties to even: adding and subtracting 1.5 * 2^23
+// leaves no fraction bits, and the add rounds to nearest even. Plain float adds, so it costs no
+// library call and vectorizes.
+inline int8_t round_to_int8(float v) {
+  constexpr float kMagic = 12582912.0f;
+  return int8_t(int32_t((v + kMagic) - kMagic));
+}
+
+// One group's d_g and sx_g (above).
+struct Int8Group {
+  float d = 0.0f, sum = 0.0f;
+};
+
+// Quantizes the n values of one group by the rule above: store(k, xq_k) receives every code
+// (nothing when the group is all zero, whose codes are 0).
+template <class Store>
+Int8Group quantize_int8_group(const float* x, int64_t n, Store store) {
+  float amax = 0.0f;
+  Int8Group g;
+  for (int64_t k = 0; k < n; ++k) {
+    amax = std::max(amax, std::fabs(x[k]));
+    g.sum += x[k];
+  }
+  if (amax == 0.0f) return g;
+  g.d = amax / 127.0f;
+  const float inv = 127.0f / amax;
+  for (int64_t k = 0; k < n; ++k) store(k, round_to_int8(x[k] * inv));
+  return g;
 }
 
 // The quantized activations of T token rows for one weight's group size and code width.
