@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "kvlm/backend/cpu/attention_codes.h"
 #include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/backend/cpu/isa.h"
 #include "kvlm/backend/ops.h"
@@ -179,18 +180,21 @@ TEST(Attention, ResultDoesNotDependOnThreadsOrOnQueriesRunningTogether) {
                                   kv_turbo_spec(8, 3), kv_turbo_spec(4, 2)}) {
     const PagedFixture f(spec, n_past + n);
     const Tensor q = random_queries(n, heads, f.dim, 3);
-    ThreadPool one(1), three(3);
-    set_thread_pool(&one);
-    const Tensor together1 = attention(q, f.view(), n_past, {0.125f, 0});
-    set_thread_pool(&three);
-    const Tensor together3 = attention(q, f.view(), n_past, {0.125f, 0});
-    EXPECT_TRUE(same_bits(together1, together3)) << kv_codec_name(spec);
-    for (int64_t i : {0, 11, 19}) {  // 511 keys: two chunks; 512 and more: three
-      const Tensor alone = attention(q.slice(0, i, i + 1), f.view(), n_past + i, {0.125f, 0});
-      EXPECT_EQ(std::memcmp(alone.raw(), together3.slice(0, i, i + 1).raw(), alone.nbytes()), 0)
-          << kv_codec_name(spec) << " " << i;
+    for (const MatmulPath path : {MatmulPath::kExact, MatmulPath::kInt8}) {
+      const AttentionParams p = {0.125f, 0, path};
+      ThreadPool one(1), three(3);
+      set_thread_pool(&one);
+      const Tensor together1 = attention(q, f.view(), n_past, p);
+      set_thread_pool(&three);
+      const Tensor together3 = attention(q, f.view(), n_past, p);
+      EXPECT_TRUE(same_bits(together1, together3)) << kv_codec_name(spec);
+      for (int64_t i : {0, 11, 19}) {  // 511 keys: two chunks; 512 and more: three
+        const Tensor alone = attention(q.slice(0, i, i + 1), f.view(), n_past + i, p);
+        EXPECT_EQ(std::memcmp(alone.raw(), together3.slice(0, i, i + 1).raw(), alone.nbytes()), 0)
+            << kv_codec_name(spec) << " " << i;
+      }
+      set_thread_pool(nullptr);
     }
-    set_thread_pool(nullptr);
   }
 }
 
@@ -260,6 +264,66 @@ TEST(Attention, BlockKernelsOfEveryIsaEqualPortableBitForBit) {
 
 // A tile of queries sharing a chunk gives each query exactly its result alone, for queries that
 // end at different keys (the shorter ones stop mid-block).
+// The code path (cpu/attention_codes.h) on every ISA's row operations equals the portable ones
+// bit for bit: value rows as T(u) and their fma accumulation, and the int8 key scores (the
+// portable scoring kernel with the portable operations, the ISA's kernel with the others).
+TEST(Attention, CodePathOfEveryIsaEqualsPortableBitForBit) {
+  for (int64_t dim : {64, 128})
+    for (const KVCodecSpec& spec : every_codec()) {
+      const PagedFixture f(spec, 300, dim);
+      const auto path = cpu::code_path(f.codec);
+      if (!path) continue;
+      const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
+                                f.codec.key_row_bytes(), f.codec.value_row_bytes(),
+                                f.table.data(), f.block_size, f.kv_heads, 1};
+      for (int group : {1, 7})
+        for (int64_t n : {1, 17, 256}) {
+          const Tensor q = random_queries(1, group, dim, unsigned(n + group));
+          cpu::QueryCodes codes;
+          if (path->key) codes = cpu::quantize_query_codes(*path->key, q.data<float>(), group);
+          std::vector<float> scratch, want;
+          for (const auto& [name, ops] : runnable_row_ops(f.codec)) {
+            cpu::CodePath isa_path = *path;
+            if (name == "portable") isa_path.score = cpu::score_codes_portable;
+            std::vector<float> got(size_t(group) * size_t(dim + 2));
+            float* out = got.data();
+            const cpu::ChunkQuery one = {q.data<float>(), 3 + n, {out + 2 * group, out, out + group}, &codes, 0};
+            cpu::attention_chunk(ops, f.codec, rows, group, 0.125f, 3, {&one, 1}, scratch, &isa_path);
+            if (want.empty()) want = got;
+            EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+                << name << " " << kv_codec_name(spec) << " dim " << dim << " group " << group << " n " << n;
+          }
+        }
+    }
+}
+
+// The code path's stated tolerances against decode-then-reference: values on codes differ by f32
+// rounding only (the decode path's kTolerance * max|v|); int8 key scores move the softmax weights
+// by at most exp(2 delta) for a score error delta (the bound in attention_codes.h), measured at
+// 4e-4 to 5e-4 * max|v| on these N(0,1) rows and held to kInt8KeyTolerance * max|v|.
+constexpr double kCodeValueTolerance = kTolerance, kInt8KeyTolerance = 2e-3;
+
+TEST(Attention, CodePathStaysWithinItsToleranceOfTheReference) {
+  const int64_t heads = 8;
+  for (const KVCodecSpec& spec : every_codec()) {
+    const PagedFixture f(spec, 600);
+    const auto path = cpu::code_path(f.codec);
+    if (!path) continue;
+    double max_v = 0;
+    for (float x : f.v) max_v = std::max(max_v, double(std::fabs(x)));
+    for (const int64_t n_past : {int64_t(16), int64_t(590)}) {
+      const Tensor q = random_queries(4, heads, f.dim, unsigned(n_past + 3));
+      const AttentionParams p = {0.125f, 0, MatmulPath::kInt8};
+      const std::vector<float> g = attention(q, f.view(), n_past, p).to_f32_vector();
+      const std::vector<float> w = cpu::attention_reference(q, f.view(), n_past, p).to_f32_vector();
+      double worst = 0;
+      for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::fabs(double(g[i]) - w[i]));
+      EXPECT_LE(worst, (path->key ? kInt8KeyTolerance : kCodeValueTolerance) * max_v)
+          << kv_codec_name(spec) << " n_past " << n_past;
+    }
+  }
+}
+
 TEST(Attention, TiledChunkEqualsEachQueryAlone) {
   const PagedFixture f(kv_affine_spec(4, 64, DType::kBF16), 300);
   const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
@@ -295,12 +359,15 @@ TEST(Attention, TiledPrefillEqualsTokenByTokenDecode) {
                                    {kv_affine_spec(8, 32, DType::kBF16), 64, 7, 300},
                                    {kv_turbo_spec(8, 3), 128, 4, 0},
                                    {kv_turbo_spec(4, 2), 64, 7, 100}};
-  for (const Case& c : cases) {
+  for (const auto& [c, path] : {std::pair{cases[0], MatmulPath::kExact}, {cases[1], MatmulPath::kExact},
+                                {cases[2], MatmulPath::kExact}, {cases[2], MatmulPath::kInt8},
+                                {cases[3], MatmulPath::kInt8}, {cases[4], MatmulPath::kExact},
+                                {cases[4], MatmulPath::kInt8}, {cases[5], MatmulPath::kInt8}}) {
     const int64_t tokens = 560;
     const PagedFixture f(c.spec, tokens, c.dim);
     const int64_t heads = c.group * f.kv_heads;
     const Tensor q = random_queries(tokens, heads, c.dim, 12);
-    const AttentionParams p = {0.125f, c.window};
+    const AttentionParams p = {0.125f, c.window, path};
     const Tensor all = attention(q, f.view(), 0, p);
     const Tensor part = attention(q.slice(0, 250, 530), f.view(), 250, p);  // a prefill chunk
     for (int64_t i = 0; i < tokens; ++i) {
@@ -328,8 +395,9 @@ TEST(Attention, BatchEqualsPerSequenceCalls) {
   ThreadPool one(1), three(3);
   for (ThreadPool* pool : {&one, &three}) {
     set_thread_pool(pool);
-    for (const int64_t window : {int64_t(0), int64_t(100)}) {
-      const AttentionParams p = {0.125f, window};
+    for (const auto& [window, path] : {std::pair{int64_t(0), MatmulPath::kExact}, {int64_t(100), MatmulPath::kExact},
+                                       {int64_t(0), MatmulPath::kInt8}, {int64_t(100), MatmulPath::kInt8}}) {
+      const AttentionParams p = {0.125f, window, path};
       const Tensor batch = attention_batch(seqs, p);
       int64_t row = 0;
       for (const AttentionSequence& s : seqs) {

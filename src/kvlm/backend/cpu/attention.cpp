@@ -59,7 +59,8 @@ void portable_accumulate_block(float* acc, int group, int d, const float* w, siz
 }
 
 constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
-                                          portable_accumulate_block};
+                                          portable_accumulate_block, value_codes_portable,
+                                          accumulate_codes_portable};
 
 // Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk. Rows are read
 // once and little work is done per byte, so the next block is prefetched (the hardware prefetcher
@@ -117,6 +118,49 @@ void reduce_heads(const float* s, size_t ns, int64_t n, int group, float init, O
   }
 }
 
+// The value half of attention_chunk on codes (attention_codes.h): each block's rows as T(u) in
+// buf and their S, B; each query's weights w*S per (head, row, group) and its bias sums beta.
+template <class Scores>
+void accumulate_value_codes(const AttentionRowOps& ops, const KVCodec& codec, const ValueCodeForm& f,
+                            const KVRows& rows, int group, int64_t begin, std::span<const ChunkQuery> queries,
+                            float* buf, Scores scores, size_t ns) {
+  const int d = codec.head_dim(), G = f.groups;
+  const auto value_at = [&](int64_t j) { return rows.value(begin + j); };
+  int64_t n_max = 0;
+  for (const ChunkQuery& cq : queries) n_max = std::max(n_max, cq.end - begin);
+  float S[kKeyBlock][kMaxCodeGroups], B[kKeyBlock][kMaxCodeGroups];
+  std::vector<float> w(size_t(group * kKeyBlock * G)), beta(queries.size() * size_t(group * G), 0.0f);
+  const float* row[kKeyBlock];
+  for (int64_t j = 0; j < n_max; j += kKeyBlock) {
+    const int count = int(std::min<int64_t>(kKeyBlock, n_max - j));
+    const uint8_t* raw[kKeyBlock];
+    block_rows(value_at, rows.value_bytes, j, count, n_max, raw);
+    for (int r = 0; r < count; ++r) {
+      row[r] = ops.value_codes(codec, raw[r], buf + size_t(r) * size_t(d));
+      value_code_params(codec, f, raw[r], S[r], B[r]);
+    }
+    for (size_t t = 0; t < queries.size(); ++t) {
+      const int n = int(std::min<int64_t>(kKeyBlock, queries[t].end - begin - j));
+      if (n <= 0) continue;
+      const float* s = scores(t) + j;
+      float* bt = beta.data() + t * size_t(group * G);
+      for (int g = 0; g < group; ++g)
+        for (int r = 0; r < n; ++r) {
+          const float p = s[size_t(g) * ns + size_t(r)];
+          for (int k = 0; k < G; ++k) {
+            w[size_t((g * kKeyBlock + r) * G + k)] = p * S[r][k];
+            if (f.bias) bt[g * G + k] = bt[g * G + k] + p * B[r][k];
+          }
+        }
+      ops.accumulate_codes(queries[t].out.o, group, d, w.data(), G, f.group, row, n);
+    }
+  }
+  if (!f.bias) return;
+  for (size_t t = 0; t < queries.size(); ++t)
+    for (int g = 0; g < group; ++g)
+      for (int i = 0; i < d; ++i) queries[t].out.o[g * d + i] += beta[t * size_t(group * G) + size_t(g * G + i / f.group)];
+}
+
 }  // namespace
 
 AttentionRowOps attention_row_ops_portable(const KVCodec&) { return kPortableOps; }
@@ -131,7 +175,7 @@ AttentionRowOps attention_row_ops(const KVCodec& codec) {
 
 void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
                      int group, float scale, int64_t begin, std::span<const ChunkQuery> queries,
-                     std::vector<float>& scratch, const KeyCodePath* keys) {
+                     std::vector<float>& scratch, const CodePath* codes) {
   const int d = codec.head_dim();
   int64_t n_max = 0;
   for (const ChunkQuery& cq : queries) n_max = std::max(n_max, cq.end - begin);
@@ -145,20 +189,21 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   const auto key_at = [&](int64_t j) { return rows.key(begin + j); };
   const auto value_at = [&](int64_t j) { return rows.value(begin + j); };
   // Each decoded (or prepared) block serves every query that sees (part of) it.
-  KeyCodeBlock codes;
+  const bool key_codes = codes && codes->key;
+  KeyCodeBlock key_block;
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
     const int count = int(std::min<int64_t>(kKeyBlock, n_max - j));
-    if (keys) {
+    if (key_codes) {
       const uint8_t* raw[kKeyBlock];
       block_rows(key_at, rows.key_bytes, j, count, n_max, raw);
-      prepare_key_codes(keys->form, raw, count, codes);
+      prepare_key_codes(*codes->key, raw, count, key_block);
     } else {
       decode_block(ops.key, codec, key_at, rows.key_bytes, j, count, n_max, buf, row);
     }
     for (size_t t = 0; t < queries.size(); ++t) {
       const ChunkQuery& cq = queries[t];
       if (j >= cq.end - begin) continue;
-      if (keys) keys->score(keys->form, codes, *cq.codes, cq.code_row, group, scale, scores(t) + j, ns);
+      if (key_codes) codes->score(*codes->key, key_block, *cq.codes, cq.code_row, group, scale, scores(t) + j, ns);
       else ops.score_block(cq.q, group, d, row, int(std::min<int64_t>(kKeyBlock, cq.end - begin - j)), scale, scores(t) + j, ns);
     }
   }
@@ -178,6 +223,7 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     }
     std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
   }
+  if (codes && codes->value) return accumulate_value_codes(ops, codec, *codes->value, rows, group, begin, queries, buf, scores, ns);
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
     decode_block(ops.value, codec, value_at, rows.value_bytes, j,
                  int(std::min<int64_t>(kKeyBlock, n_max - j)), n_max, buf, row);
@@ -263,9 +309,9 @@ struct SeqJob {
   KVLayout l;
   cpu::AttentionRowOps ops;
   int64_t n_past, row0;  // row0: its first row in the batch output
-  // The int8 key path, when asked for and the codec has it: the form and every query head
-  // quantized for it (row = token * heads + head).
-  std::optional<cpu::KeyCodePath> keys;
+  // The code path, when asked for and the codec has one, and for its key form every query head
+  // quantized (row = token * heads + head).
+  std::optional<cpu::CodePath> path;
   cpu::QueryCodes codes;
 };
 
@@ -326,11 +372,12 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
               " and " + seqs[0].q.describe());
     check_table_covers(s.kv, l, s.n_past + s.q.dim(0), "attention");
     jobs.push_back({s.q.data<float>(), &s.kv, l, cpu::attention_row_ops(*s.kv.codec), s.n_past, total, {}, {}});
-    if (p.keys == MatmulPath::kInt8)
-      if (const auto form = cpu::key_code_form(*s.kv.codec)) {
-        jobs.back().keys = cpu::KeyCodePath{*form, cpu::score_codes_kernel()};
-        jobs.back().codes = cpu::quantize_query_codes(*form, s.q.data<float>(), s.q.dim(0) * s.q.dim(1));
-      }
+    if (p.kv_path == MatmulPath::kInt8) {
+      SeqJob& job = jobs.back();
+      job.path = cpu::code_path(*s.kv.codec);
+      if (job.path && job.path->key)
+        job.codes = cpu::quantize_query_codes(*job.path->key, s.q.data<float>(), s.q.dim(0) * s.q.dim(1));
+    }
     total += s.q.dim(0);
   }
   const int64_t kv_heads = jobs[0].l.kv_heads;
@@ -395,7 +442,7 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
                            (gt - job.row0) * heads + head0});
       }
       cpu::attention_chunk(job.ops, *job.kv->codec, rows_of(*job.kv, job.l, task.kv_head), group,
-                           p.scale, task.begin, queries, scratch, job.keys ? &*job.keys : nullptr);
+                           p.scale, task.begin, queries, scratch, job.path ? &*job.path : nullptr);
     }
   });
 

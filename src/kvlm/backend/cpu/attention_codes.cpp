@@ -2,6 +2,7 @@
 // portable scoring kernel that the SIMD one is tested against.
 #include "kvlm/backend/cpu/attention_codes.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "kvlm/backend/cpu/isa.h"
@@ -142,6 +143,58 @@ void score_codes_portable(const KeyCodeForm& f, const KeyCodeBlock& keys, const 
       s[size_t(h) * stride + size_t(r)] = acc * scale;
     }
   }
+}
+
+std::optional<ValueCodeForm> value_code_form(const KVCodec& codec) {
+  const KVCodecSpec& s = codec.spec();
+  if (s.kind != KVCodecKind::kAffine && s.kind != KVCodecKind::kTurbo) return std::nullopt;
+  ValueCodeForm f;
+  f.group = s.kind == KVCodecKind::kAffine ? s.group_size : kTurboGroupSize;
+  f.groups = codec.head_dim() / f.group;
+  f.bias = s.kind == KVCodecKind::kAffine;
+  return f;
+}
+
+void value_code_params(const KVCodec& codec, const ValueCodeForm& f, const uint8_t* row, float* S, float* B) {
+  const KVCodecSpec& s = codec.spec();
+  const int bits = s.kind == KVCodecKind::kAffine ? s.bits : s.value_bits;
+  const DType dt = s.kind == KVCodecKind::kAffine ? s.param_dtype : DType::kF16;
+  const uint8_t* p = row + size_t(codec.head_dim()) * size_t(bits) / 8;
+  const size_t psize = dtype_size(dt);
+  for (int g = 0; g < f.groups; ++g) {
+    S[g] = load_kv_scalar(p + size_t(g) * psize, dt);
+    if (f.bias) B[g] = load_kv_scalar(p + size_t(f.groups + g) * psize, dt);
+  }
+}
+
+const float* value_codes_portable(const KVCodec& codec, const uint8_t* row, float* buf) {
+  const KVCodecSpec& s = codec.spec();
+  const bool affine = s.kind == KVCodecKind::kAffine;
+  const int bits = affine ? s.bits : s.value_bits;
+  for (int i = 0; i < codec.head_dim(); ++i) {
+    const uint32_t u = unpack_code(row, i, bits);
+    buf[i] = affine ? float(u) : codec.value_table()->centroids[u];
+  }
+  return buf;
+}
+
+void accumulate_codes_portable(float* acc, int group, int d, const float* w, int groups, int group_size,
+                               const float* const* t, int rows) {
+  for (int g = 0; g < group; ++g)
+    for (int r = 0; r < rows; ++r) {
+      float* a = acc + size_t(g) * size_t(d);
+      const float* wr = w + size_t((g * kKeyBlock + r) * groups);
+      for (int i = 0; i < d; ++i) a[i] = std::fma(wr[i / group_size], t[r][i], a[i]);
+    }
+}
+
+std::optional<CodePath> code_path(const KVCodec& codec) {
+  CodePath p;
+  p.key = key_code_form(codec);
+  if (p.key) p.score = score_codes_kernel();
+  p.value = value_code_form(codec);
+  if (!p.key && !p.value) return std::nullopt;
+  return p;
 }
 
 ScoreCodesFn score_codes_kernel() {

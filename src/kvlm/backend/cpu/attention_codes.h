@@ -86,10 +86,38 @@ void score_codes_avx512(const KeyCodeForm& form, const KeyCodeBlock& keys, const
 // The kernel of cpu_isa() (the portable one where the CPU has no AVX-512 VNNI).
 ScoreCodesFn score_codes_kernel();
 
-// What attention_chunk needs to take the int8 key path for one codec.
-struct KeyCodePath {
-  KeyCodeForm form;
-  ScoreCodesFn score;
+// Values read on their codes (the same path). A value row is, per group g of G elements,
+//   v_i = S_g * T(u_i) + B_g,
+//   MLX affine (scale s, bias b):    T(u) = float(u),    S = s, B = b
+//   TurboQuant (RMS scale s):        T(u) = centroid[u], S = s, B = 0    (the rotated domain)
+// and a chunk accumulates, for each query head, over its rows r in position order
+//   o_i   = fma(w_r * S_{r,g}, T(u_{r,i}), o_i)    (w_r * S_{r,g} rounded first)
+//   beta_g = beta_g + w_r * B_{r,g}                 (MLX affine only)
+// and then o_i = o_i + beta_g once: one fma per element and row, where decoding first costs a
+// multiply and an add per element and the accumulation another pair. Exact up to f32 rounding.
+struct ValueCodeForm {
+  int group = 0;  // G
+  int groups = 0;
+  bool bias = false;
 };
+
+// Every MLX affine and TurboQuant value codec has one; passthrough codecs have none.
+std::optional<ValueCodeForm> value_code_form(const KVCodec& codec);
+// S_g and B_g of a value row (B only with form.bias).
+void value_code_params(const KVCodec& codec, const ValueCodeForm& form, const uint8_t* row, float* S, float* B);
+// The portable AttentionRowOps::value_codes and accumulate_codes.
+const float* value_codes_portable(const KVCodec& codec, const uint8_t* row, float* buf);
+void accumulate_codes_portable(float* acc, int group, int d, const float* w, int groups, int group_size,
+                               const float* const* t, int rows);
+
+// What attention_chunk needs to read one codec's rows on their codes; either form may be absent.
+struct CodePath {
+  std::optional<KeyCodeForm> key;
+  ScoreCodesFn score = nullptr;
+  std::optional<ValueCodeForm> value;
+};
+
+// The code path of codec, or nullopt when it has neither form.
+std::optional<CodePath> code_path(const KVCodec& codec);
 
 }  // namespace kvlm::cpu

@@ -23,7 +23,7 @@ namespace kvlm::cpu {
 // key fills the registers, and the 16 accumulators fold together into one vector of scores.
 inline constexpr int kKeyBlock = 16;
 
-struct KeyCodePath;  // attention_codes.h
+struct CodePath;  // attention_codes.h
 struct QueryCodes;
 
 struct AttentionRowOps {
@@ -41,6 +41,12 @@ struct AttentionRowOps {
   // product rounded before the add (no FMA), for g < group, i < d.
   void (*accumulate_block)(float* acc, int group, int d, const float* w, size_t stride,
                            const float* const* v, int rows);
+  // The value path on codes (attention_codes.h): T(u_i) of a value row into buf (head_dim floats),
+  // and acc[g*d + i] = fma(w[(g*kKeyBlock + r)*groups + i/group_size], t[r][i], acc[g*d + i])
+  // for r = 0 .. rows-1 in order, g < group, i < d.
+  const float* (*value_codes)(const KVCodec& codec, const uint8_t* row, float* buf);
+  void (*accumulate_codes)(float* acc, int group, int d, const float* w, int groups, int group_size,
+                           const float* const* t, int rows);
 };
 
 AttentionRowOps attention_row_ops_portable(const KVCodec& codec);
@@ -97,11 +103,11 @@ struct ChunkQuery {
 
 // attention_chunk for several queries whose keys start at the same position `begin` (each
 // ending at its own end > begin): every key and value block is decoded once for all of them.
-// Each query's result has exactly the bits it has alone. With `keys`, keys are scored on their
-// codes (every query then carries its QueryCodes).
+// Each query's result has exactly the bits it has alone. With `codes`, the rows are read on their
+// codes where the codec has a code form (keys: every query then carries its QueryCodes).
 void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,
                      int group, float scale, int64_t begin, std::span<const ChunkQuery> queries,
-                     std::vector<float>& scratch, const KeyCodePath* keys = nullptr);
+                     std::vector<float>& scratch, const CodePath* codes = nullptr);
 
 // The reference: for each query row and head, every visible key and value decoded through the
 // codec (decode_key_row, decode_value_row: values fully mapped back one row at a time), one
