@@ -264,9 +264,9 @@ TEST(Attention, BlockKernelsOfEveryIsaEqualPortableBitForBit) {
 
 // A tile of queries sharing a chunk gives each query exactly its result alone, for queries that
 // end at different keys (the shorter ones stop mid-block).
-// The code path (cpu/attention_codes.h) on every ISA's row operations equals the portable ones
-// bit for bit: value rows as T(u) and their fma accumulation, and the int8 key scores (the
-// portable scoring kernel with the portable operations, the ISA's kernel with the others).
+// The int8 path (cpu/attention_codes.h) on every ISA's row operations equals the portable ones
+// bit for bit: the fused value accumulation, and the int8 key scores (the portable scoring kernel
+// with the portable operations, the ISA's kernel with the others).
 TEST(Attention, CodePathOfEveryIsaEqualsPortableBitForBit) {
   for (int64_t dim : {64, 128})
     for (const KVCodecSpec& spec : every_codec()) {
@@ -297,7 +297,7 @@ TEST(Attention, CodePathOfEveryIsaEqualsPortableBitForBit) {
     }
 }
 
-// The code path's stated tolerances against decode-then-reference: values on codes differ by f32
+// The int8 path's stated tolerances against decode-then-reference: fused values differ by f32
 // rounding only (the decode path's kTolerance * max|v|); int8 key scores move the softmax weights
 // by at most exp(2 delta) for a score error delta (the bound in attention_codes.h), measured at
 // 4e-4 to 5e-4 * max|v| on these N(0,1) rows and held to kInt8KeyTolerance * max|v|.

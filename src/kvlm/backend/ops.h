@@ -147,9 +147,9 @@ inline constexpr int64_t kAttentionChunk = 256;
 struct AttentionParams {
   float scale = 1.0f;     // multiplies q·k
   int64_t window = 0;     // sliding window (keys p-window+1 .. p); 0 = full causal
-  // kInt8: compressed caches are read on their codes (backend/cpu/attention_codes.h): keys of
-  // MLX affine 4/8-bit and TurboQuant k4/k8 codecs scored against int8 queries, values of every
-  // MLX affine and TurboQuant codec accumulated from their codes. kExact decodes every row.
+  // kInt8: MLX affine and TurboQuant caches take the int8 path (backend/cpu/attention_codes.h):
+  // keys of 8-bit codes scored on their codes against int8 queries, values accumulated with
+  // fused multiply-adds. kExact, and passthrough codecs, keep the reference's arithmetic.
   MatmulPath kv_path = MatmulPath::kExact;
 };
 

@@ -59,8 +59,7 @@ void portable_accumulate_block(float* acc, int group, int d, const float* w, siz
 }
 
 constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
-                                          portable_accumulate_block, value_codes_portable,
-                                          accumulate_codes_portable};
+                                          portable_accumulate_block, accumulate_fused_portable};
 
 // Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk. Rows are read
 // once and little work is done per byte, so the next block is prefetched (the hardware prefetcher
@@ -116,49 +115,6 @@ void reduce_heads(const float* s, size_t ns, int64_t n, int group, float init, O
     case 7: return reduce_head_tile<7>(sg, ns, n, init, op, out + g);
     default: return;
   }
-}
-
-// The value half of attention_chunk on codes (attention_codes.h): each block's rows as T(u) in
-// buf and their S, B; each query's weights w*S per (head, row, group) and its bias sums beta.
-template <class Scores>
-void accumulate_value_codes(const AttentionRowOps& ops, const KVCodec& codec, const ValueCodeForm& f,
-                            const KVRows& rows, int group, int64_t begin, std::span<const ChunkQuery> queries,
-                            float* buf, Scores scores, size_t ns) {
-  const int d = codec.head_dim(), G = f.groups;
-  const auto value_at = [&](int64_t j) { return rows.value(begin + j); };
-  int64_t n_max = 0;
-  for (const ChunkQuery& cq : queries) n_max = std::max(n_max, cq.end - begin);
-  float S[kKeyBlock][kMaxCodeGroups], B[kKeyBlock][kMaxCodeGroups];
-  std::vector<float> w(size_t(group * kKeyBlock * G)), beta(queries.size() * size_t(group * G), 0.0f);
-  const float* row[kKeyBlock];
-  for (int64_t j = 0; j < n_max; j += kKeyBlock) {
-    const int count = int(std::min<int64_t>(kKeyBlock, n_max - j));
-    const uint8_t* raw[kKeyBlock];
-    block_rows(value_at, rows.value_bytes, j, count, n_max, raw);
-    for (int r = 0; r < count; ++r) {
-      row[r] = ops.value_codes(codec, raw[r], buf + size_t(r) * size_t(d));
-      value_code_params(codec, f, raw[r], S[r], B[r]);
-    }
-    for (size_t t = 0; t < queries.size(); ++t) {
-      const int n = int(std::min<int64_t>(kKeyBlock, queries[t].end - begin - j));
-      if (n <= 0) continue;
-      const float* s = scores(t) + j;
-      float* bt = beta.data() + t * size_t(group * G);
-      for (int g = 0; g < group; ++g)
-        for (int r = 0; r < n; ++r) {
-          const float p = s[size_t(g) * ns + size_t(r)];
-          for (int k = 0; k < G; ++k) {
-            w[size_t((g * kKeyBlock + r) * G + k)] = p * S[r][k];
-            if (f.bias) bt[g * G + k] = bt[g * G + k] + p * B[r][k];
-          }
-        }
-      ops.accumulate_codes(queries[t].out.o, group, d, w.data(), G, f.group, row, n);
-    }
-  }
-  if (!f.bias) return;
-  for (size_t t = 0; t < queries.size(); ++t)
-    for (int g = 0; g < group; ++g)
-      for (int i = 0; i < d; ++i) queries[t].out.o[g * d + i] += beta[t * size_t(group * G) + size_t(g * G + i / f.group)];
 }
 
 }  // namespace
@@ -223,15 +179,14 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     }
     std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
   }
-  if (codes && codes->value) return accumulate_value_codes(ops, codec, *codes->value, rows, group, begin, queries, buf, scores, ns);
+  const auto accumulate = codes ? ops.accumulate_fused : ops.accumulate_block;
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
     decode_block(ops.value, codec, value_at, rows.value_bytes, j,
                  int(std::min<int64_t>(kKeyBlock, n_max - j)), n_max, buf, row);
     for (size_t t = 0; t < queries.size(); ++t) {
       const int64_t n = queries[t].end - begin;
       if (j < n)
-        ops.accumulate_block(queries[t].out.o, group, d, scores(t) + j, ns, row,
-                             int(std::min<int64_t>(kKeyBlock, n - j)));
+        accumulate(queries[t].out.o, group, d, scores(t) + j, ns, row, int(std::min<int64_t>(kKeyBlock, n - j)));
     }
   }
 }

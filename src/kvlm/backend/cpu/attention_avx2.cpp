@@ -139,7 +139,7 @@ AttentionRowOps attention_row_ops_avx2(const KVCodec& codec) {
   if (codec.head_dim() % 16 == 0) {
     ops.score_block = score_block_simd;
     ops.accumulate_block = accumulate_block_simd;
-    ops.accumulate_codes = accumulate_codes_simd;
+    ops.accumulate_fused = accumulate_fused_simd;
   }
   return ops;
 }

@@ -137,7 +137,7 @@ AttentionRowOps attention_row_ops_avx512(const KVCodec& codec) {
   if (codec.head_dim() % 16 != 0) return ops;
   ops.score_block = score_block_simd;
   ops.accumulate_block = accumulate_block_simd;
-  ops.accumulate_codes = accumulate_codes_simd;
+  ops.accumulate_fused = accumulate_fused_simd;
   use_row_decoders(codec, ops);
   return ops;
 }

@@ -1,5 +1,5 @@
 // The block kernels of attention (AttentionRowOps::score_block, accumulate_block and
-// accumulate_codes, attention_kernels.h), written once over a 16-lane type. Included by attention_avx2.cpp and
+// accumulate_fused, attention_kernels.h), written once over a 16-lane type. Included by attention_avx2.cpp and
 // attention_avx512.cpp, which first define
 //   KVLM_TARGET  the target attribute every function here carries, and
 //   struct Lanes 16 f32 lanes: zero, load, store, set1, fma, add, mul, and
@@ -86,13 +86,10 @@ KVLM_TARGET void accumulate_block_simd(float* acc, int group, int d, const float
   accumulate_heads<false>(acc, group, d, weight, v, rows);
 }
 
-KVLM_TARGET void accumulate_codes_simd(float* acc, int group, int d, const float* w, int groups,
-                                       int group_size, const float* const* t, int rows) {
-  const int slices_per_group = group_size / 16;
-  const auto weight = [w, groups, slices_per_group](int g, int r, int s) {
-    return w[size_t((g * kKeyBlock + r) * groups + s / slices_per_group)];
-  };
-  accumulate_heads<true>(acc, group, d, weight, t, rows);
+KVLM_TARGET void accumulate_fused_simd(float* acc, int group, int d, const float* w,
+                                       size_t stride, const float* const* v, int rows) {
+  const auto weight = [w, stride](int g, int r, int) { return w[size_t(g) * stride + size_t(r)]; };
+  accumulate_heads<true>(acc, group, d, weight, v, rows);
 }
 
 }  // namespace

@@ -14,37 +14,19 @@ namespace kvlm::cpu {
 
 namespace {
 
-// Where element i of a row sits in piece order.
-int64_t piece_position(int64_t i, int bits) {
-  if (bits == 8) return i;
-  const int64_t half = i / 32 * 32, e = i % 32;
-  return half + (e % 2) * 16 + e / 2;
-}
-
 // The bytes of a row's codes, before its parameters.
 size_t code_bytes(const KeyCodeForm& f) { return size_t(f.head_dim) * size_t(f.bits) / 8; }
 
-// Rewrites a row's codes in piece order: TurboQuant's int8 codes + 128; 4-bit halves split into
-// their low nibbles, then their high nibbles. Eight bytes at a time in 64-bit words (the row is
-// read once per block and this runs for every key of the cache).
-void rewrite_codes(const KeyCodeForm& f, const uint8_t* row, uint8_t* out) {
-  constexpr uint64_t kTop = 0x8080808080808080ull, kLow = 0x0F0F0F0F0F0F0F0Full;
-  const auto word = [](const uint8_t* p) {
+// TurboQuant's int8 codes + 128, eight at a time in a 64-bit word (this runs for every key of the
+// cache).
+void unsigned_codes(const KeyCodeForm& f, const uint8_t* row, uint8_t* out) {
+  constexpr uint64_t kTop = 0x8080808080808080ull;
+  for (int i = 0; i < f.head_dim; i += 8) {
     uint64_t w;
-    std::memcpy(&w, p, 8);
-    return w;
-  };
-  const auto put = [](uint8_t* p, uint64_t w) { std::memcpy(p, &w, 8); };
-  if (f.bits == 8) {
-    for (int i = 0; i < f.head_dim; i += 8) put(out + i, word(row + i) ^ kTop);
-    return;
+    std::memcpy(&w, row + i, 8);
+    w ^= kTop;
+    std::memcpy(out + i, &w, 8);
   }
-  for (int h = 0; h < f.head_dim / 32; ++h)
-    for (int j = 0; j < 16; j += 8) {
-      const uint64_t w = word(row + 16 * h + j);
-      put(out + 32 * h + j, w & kLow);
-      put(out + 32 * h + 16 + j, (w >> 4) & kLow);
-    }
 }
 
 // A_g and B_g of the row's groups (attention_codes.h), written for key r.
@@ -58,7 +40,7 @@ void row_params(const KeyCodeForm& f, const uint8_t* row, int r, KeyCodeBlock& o
     const float second = load_kv_scalar(p + size_t(groups + g) * psize, f.params);  // bias or zero
     out.a[g][r] = s;
     if (!f.turbo) out.b[g][r] = second + s * m;
-    else out.b[g][r] = f.bits == 8 ? s * second : s * (second + m);
+    else out.b[g][r] = s * second;
   }
 }
 
@@ -76,7 +58,7 @@ std::optional<KeyCodeForm> key_code_form(const KVCodec& codec) {
   } else {
     return std::nullopt;
   }
-  if (f.bits != 4 && f.bits != 8) return std::nullopt;
+  if (f.bits != 8) return std::nullopt;
   return f;
 }
 
@@ -94,7 +76,7 @@ QueryCodes quantize_query_codes(const KeyCodeForm& f, const float* q, int64_t ro
       const size_t at = size_t(r * kMaxCodeGroups + g);
       int32_t sum = 0;
       const Int8Group qg = quantize_int8_group(q + r * f.head_dim + g * f.group, f.group, [&](int64_t k, int8_t v) {
-        qq[piece_position(g * f.group + k, f.bits)] = v;
+        qq[g * f.group + k] = v;
         sum += v;
       });
       out.d[at] = qg.d;
@@ -106,7 +88,7 @@ QueryCodes quantize_query_codes(const KeyCodeForm& f, const float* q, int64_t ro
 }
 
 void prepare_key_codes(const KeyCodeForm& f, const uint8_t* const* rows, int count, KeyCodeBlock& out) {
-  const bool rewrite = f.turbo || f.bits == 4;  // MLX affine 8-bit rows are already piece order
+  const bool rewrite = f.turbo;  // MLX affine rows hold unsigned codes already
   if (rewrite) out.bytes.resize(size_t(kKeyBlock) * size_t(f.head_dim));
   for (int r = 0; r < kKeyBlock; ++r) {
     if (r >= count) {
@@ -116,7 +98,7 @@ void prepare_key_codes(const KeyCodeForm& f, const uint8_t* const* rows, int cou
     }
     if (rewrite) {
       uint8_t* dst = out.bytes.data() + size_t(r) * size_t(f.head_dim);
-      rewrite_codes(f, rows[r], dst);
+      unsigned_codes(f, rows[r], dst);
       out.codes[r] = dst;
     } else {
       out.codes[r] = rows[r];
@@ -145,55 +127,22 @@ void score_codes_portable(const KeyCodeForm& f, const KeyCodeBlock& keys, const 
   }
 }
 
-std::optional<ValueCodeForm> value_code_form(const KVCodec& codec) {
-  const KVCodecSpec& s = codec.spec();
-  if (s.kind != KVCodecKind::kAffine && s.kind != KVCodecKind::kTurbo) return std::nullopt;
-  ValueCodeForm f;
-  f.group = s.kind == KVCodecKind::kAffine ? s.group_size : kTurboGroupSize;
-  f.groups = codec.head_dim() / f.group;
-  f.bias = s.kind == KVCodecKind::kAffine;
-  return f;
-}
-
-void value_code_params(const KVCodec& codec, const ValueCodeForm& f, const uint8_t* row, float* S, float* B) {
-  const KVCodecSpec& s = codec.spec();
-  const int bits = s.kind == KVCodecKind::kAffine ? s.bits : s.value_bits;
-  const DType dt = s.kind == KVCodecKind::kAffine ? s.param_dtype : DType::kF16;
-  const uint8_t* p = row + size_t(codec.head_dim()) * size_t(bits) / 8;
-  const size_t psize = dtype_size(dt);
-  for (int g = 0; g < f.groups; ++g) {
-    S[g] = load_kv_scalar(p + size_t(g) * psize, dt);
-    if (f.bias) B[g] = load_kv_scalar(p + size_t(f.groups + g) * psize, dt);
-  }
-}
-
-const float* value_codes_portable(const KVCodec& codec, const uint8_t* row, float* buf) {
-  const KVCodecSpec& s = codec.spec();
-  const bool affine = s.kind == KVCodecKind::kAffine;
-  const int bits = affine ? s.bits : s.value_bits;
-  for (int i = 0; i < codec.head_dim(); ++i) {
-    const uint32_t u = unpack_code(row, i, bits);
-    buf[i] = affine ? float(u) : codec.value_table()->centroids[u];
-  }
-  return buf;
-}
-
-void accumulate_codes_portable(float* acc, int group, int d, const float* w, int groups, int group_size,
-                               const float* const* t, int rows) {
+void accumulate_fused_portable(float* acc, int group, int d, const float* w, size_t stride,
+                               const float* const* v, int rows) {
   for (int g = 0; g < group; ++g)
     for (int r = 0; r < rows; ++r) {
       float* a = acc + size_t(g) * size_t(d);
-      const float* wr = w + size_t((g * kKeyBlock + r) * groups);
-      for (int i = 0; i < d; ++i) a[i] = std::fma(wr[i / group_size], t[r][i], a[i]);
+      const float wr = w[size_t(g) * stride + size_t(r)];
+      for (int i = 0; i < d; ++i) a[i] = std::fma(wr, v[r][i], a[i]);
     }
 }
 
 std::optional<CodePath> code_path(const KVCodec& codec) {
+  const KVCodecKind kind = codec.spec().kind;
+  if (kind != KVCodecKind::kAffine && kind != KVCodecKind::kTurbo) return std::nullopt;
   CodePath p;
   p.key = key_code_form(codec);
   if (p.key) p.score = score_codes_kernel();
-  p.value = value_code_form(codec);
-  if (!p.key && !p.value) return std::nullopt;
   return p;
 }
 

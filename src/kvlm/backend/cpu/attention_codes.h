@@ -3,13 +3,14 @@
 // MatmulPath::kInt8): keys are scored on their codes against int8 queries, as llama.cpp scores a
 // quantized K cache, instead of being decoded to f32 and multiplied in floats.
 //
-// Key rows of MLX affine 8- and 4-bit codecs and of TurboQuant k8 and k4 are, per group g of G
-// elements (the codec's group: affine 32/64/128, TurboQuant 32),
-//   k_i = A_g * (u_i - m) + B_g,   u_i the unsigned code, m = 2^(bits-1),
+// Key rows of MLX affine 8-bit codecs and of TurboQuant k8 are, per group g of G elements (the
+// codec's group: affine 32/64/128, TurboQuant 32),
+//   k_i = A_g * (u_i - m) + B_g,   u_i the unsigned code, m = 128,
 //   MLX affine (scale s, bias b):        A = s, B = b + s*m           (k = s*u + b)
 //   TurboQuant k8 (int8 code c; s, z):   u = c + 128, A = s, B = s*z  (k = (c + z)*s)
-//   TurboQuant k4 (code u; s, z):        A = s, B = s*(z + m)         (k = (u + z)*s)
-// each product and sum rounded once, in that order. A query head q is quantized per key group
+// each product and sum rounded once, in that order. 4-bit keys keep the decode path: their int8
+// scores measured a mean KL of 1.5e-3 to 1.8e-3 against exact scores on the default model, above
+// the 1e-3 the int8 paths must meet (docs/kv-codecs.md §11); 8-bit keys measured 5e-5 to 6e-4. A query head q is quantized per key group
 // with linear_int8.h's rule (d_g = max|q|/127, qq_i = rne(q_i * 127/max|q|), sq_g = the float sum
 // of the group's q in index order). Then, for one query head and one key,
 //   P_g   = sum over the group of (u_i - m) * qq_i                 (int32, exact)
@@ -20,11 +21,8 @@
 // keys the error is the query's rounding times the centred codes:
 //   |score - scale * q.k| <= scale * sum_g |A_g| * d_g/2 * sum_i |u_i - m|   (+ float rounding).
 //
-// Codes are read in pieces of 64 elements (piece c: elements 64c .. 64c+63), one 64-byte vector:
-// bytes 0..31 hold elements 64c .. 64c+31 and bytes 32..63 the next 32, so a group of 32 is one
-// half of a piece and larger groups are whole pieces. 8-bit pieces are the row's bytes (+128 for
-// TurboQuant); a 4-bit half holds its 16 packed bytes' low nibbles (the even elements), then their
-// high nibbles (the odd ones). The query's codes are stored in the same order.
+// Codes are read in pieces of 64 elements, one 64-byte vector (the row's bytes, +128 for
+// TurboQuant): a group of 32 is one half of a piece and larger groups are whole pieces.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -40,7 +38,7 @@ inline constexpr int kMaxCodeGroups = 16;   // groups per row: head_dim 512 in g
 
 // How a codec's key rows read as codes; key_code_form() derives it.
 struct KeyCodeForm {
-  int bits = 0;             // 4 or 8
+  int bits = 0;             // 8
   int group = 0;            // G
   bool turbo = false;       // TurboQuant (else MLX affine)
   DType params = DType::kF16;  // dtype of the per-group parameters
@@ -49,13 +47,13 @@ struct KeyCodeForm {
   int pieces() const { return head_dim / kCodePiece; }
 };
 
-// The form of codec's keys, or nullopt when they have none (passthrough, MLX affine 2/3/5/6 bits,
-// TurboQuant k2/k5, head dims that are not a multiple of 64): those keep the decode path.
+// The form of codec's keys, or nullopt when they have none (passthrough, MLX affine below 8 bits,
+// TurboQuant k2/k4/k5, head dims that are not a multiple of 64): those keep the decode path.
 std::optional<KeyCodeForm> key_code_form(const KVCodec& codec);
 
 // `rows` query heads of head_dim floats quantized for one key form, row after row.
 struct QueryCodes {
-  std::vector<int8_t> q;      // [rows, head_dim], piece order
+  std::vector<int8_t> q;      // [rows, head_dim]
   std::vector<float> d, sq;   // [rows, kMaxCodeGroups]: d_g and sq_g, zero past the groups
   std::vector<int32_t> base;  // [rows, kMaxCodeGroups]: -m * (the group's sum of qq)
   int64_t dim = 0;
@@ -65,7 +63,7 @@ QueryCodes quantize_query_codes(const KeyCodeForm& form, const float* q, int64_t
 
 // A block of kKeyBlock key rows made ready for scoring, once for every query head that scores it.
 struct KeyCodeBlock {
-  const uint8_t* codes[kKeyBlock];  // piece-order codes of each key (the row, or in `bytes`)
+  const uint8_t* codes[kKeyBlock];  // unsigned codes of each key (the row, or in `bytes`)
   alignas(64) float a[kMaxCodeGroups][kKeyBlock];  // A_g of each key
   alignas(64) float b[kMaxCodeGroups][kKeyBlock];  // B_g of each key
   std::vector<uint8_t> bytes;                      // [kKeyBlock, head_dim] where rows are rewritten
@@ -86,38 +84,20 @@ void score_codes_avx512(const KeyCodeForm& form, const KeyCodeBlock& keys, const
 // The kernel of cpu_isa() (the portable one where the CPU has no AVX-512 VNNI).
 ScoreCodesFn score_codes_kernel();
 
-// Values read on their codes (the same path). A value row is, per group g of G elements,
-//   v_i = S_g * T(u_i) + B_g,
-//   MLX affine (scale s, bias b):    T(u) = float(u),    S = s, B = b
-//   TurboQuant (RMS scale s):        T(u) = centroid[u], S = s, B = 0    (the rotated domain)
-// and a chunk accumulates, for each query head, over its rows r in position order
-//   o_i   = fma(w_r * S_{r,g}, T(u_{r,i}), o_i)    (w_r * S_{r,g} rounded first)
-//   beta_g = beta_g + w_r * B_{r,g}                 (MLX affine only)
-// and then o_i = o_i + beta_g once: one fma per element and row, where decoding first costs a
-// multiply and an add per element and the accumulation another pair. Exact up to f32 rounding.
-struct ValueCodeForm {
-  int group = 0;  // G
-  int groups = 0;
-  bool bias = false;
-};
+// Values on the same path are decoded as on the exact path and accumulated with one fma per
+// element and row, o_i = fma(w_r, v_{r,i}, o_i), where the exact path rounds the product and the
+// sum separately to keep the reference's bits: exact up to f32 rounding.
+void accumulate_fused_portable(float* acc, int group, int d, const float* w, size_t stride,
+                               const float* const* v, int rows);
 
-// Every MLX affine and TurboQuant value codec has one; passthrough codecs have none.
-std::optional<ValueCodeForm> value_code_form(const KVCodec& codec);
-// S_g and B_g of a value row (B only with form.bias).
-void value_code_params(const KVCodec& codec, const ValueCodeForm& form, const uint8_t* row, float* S, float* B);
-// The portable AttentionRowOps::value_codes and accumulate_codes.
-const float* value_codes_portable(const KVCodec& codec, const uint8_t* row, float* buf);
-void accumulate_codes_portable(float* acc, int group, int d, const float* w, int groups, int group_size,
-                               const float* const* t, int rows);
-
-// What attention_chunk needs to read one codec's rows on their codes; either form may be absent.
+// What attention_chunk needs to read one compressed codec's rows on the int8 path: the key form
+// (absent for key codes without one) and the scoring kernel; values always accumulate fused.
 struct CodePath {
   std::optional<KeyCodeForm> key;
   ScoreCodesFn score = nullptr;
-  std::optional<ValueCodeForm> value;
 };
 
-// The code path of codec, or nullopt when it has neither form.
+// The path of codec: MLX affine and TurboQuant codecs have one, passthrough codecs nullopt.
 std::optional<CodePath> code_path(const KVCodec& codec);
 
 }  // namespace kvlm::cpu

@@ -41,12 +41,9 @@ struct AttentionRowOps {
   // product rounded before the add (no FMA), for g < group, i < d.
   void (*accumulate_block)(float* acc, int group, int d, const float* w, size_t stride,
                            const float* const* v, int rows);
-  // The value path on codes (attention_codes.h): T(u_i) of a value row into buf (head_dim floats),
-  // and acc[g*d + i] = fma(w[(g*kKeyBlock + r)*groups + i/group_size], t[r][i], acc[g*d + i])
-  // for r = 0 .. rows-1 in order, g < group, i < d.
-  const float* (*value_codes)(const KVCodec& codec, const uint8_t* row, float* buf);
-  void (*accumulate_codes)(float* acc, int group, int d, const float* w, int groups, int group_size,
-                           const float* const* t, int rows);
+  // accumulate_block with acc = fma(w, v, acc): the int8 path's values (attention_codes.h).
+  void (*accumulate_fused)(float* acc, int group, int d, const float* w, size_t stride,
+                           const float* const* v, int rows);
 };
 
 AttentionRowOps attention_row_ops_portable(const KVCodec& codec);

@@ -83,22 +83,6 @@ KVLM_TARGET const float* affine_row(const KVCodec& c, const uint8_t* row, float*
   return buf;
 }
 
-// T(u) of the value path on codes (attention_codes.h): the codes as floats (MLX affine) or their
-// centroids (TurboQuant), with no scale or bias.
-template <int kBits>
-KVLM_TARGET const float* affine_code_row(const KVCodec& c, const uint8_t* row, float* buf) {
-  for (int i = 0; i < c.head_dim(); i += RowVec::kWidth)
-    RowVec::to_float(RowVec::template codes<kBits>(row, i)).store(buf + i);
-  return buf;
-}
-
-template <int kBits>
-KVLM_TARGET const float* turbo_code_row(const KVCodec& c, const uint8_t* row, float* buf) {
-  const CentroidLookup<kBits> centroid(c.value_table()->centroids.data());
-  for (int i = 0; i < c.head_dim(); i += RowVec::kWidth) centroid(RowVec::template codes<kBits>(row, i)).store(buf + i);
-  return buf;
-}
-
 using RowFn = const float* (*)(const KVCodec&, const uint8_t*, float*);
 
 RowFn turbo_key_fn(int bits) {
@@ -120,30 +104,14 @@ RowFn turbo_value_fn(int bits) {
   }
 }
 
-// The row function F<bits> of an MLX affine width; null for 6-bit (MLX packs 4 codes in 3 bytes,
-// left to the portable code).
-template <template <int> class F>
 RowFn affine_fn(int bits) {
   switch (bits) {
-    case 2: return F<2>::fn;
-    case 3: return F<3>::fn;
-    case 4: return F<4>::fn;
-    case 5: return F<5>::fn;
-    case 8: return F<8>::fn;
-    default: return nullptr;
-  }
-}
-
-template <int kBits> struct AffineRow { static constexpr RowFn fn = affine_row<kBits>; };
-template <int kBits> struct AffineCodeRow { static constexpr RowFn fn = affine_code_row<kBits>; };
-
-RowFn turbo_code_fn(int bits) {
-  switch (bits) {
-    case 2: return turbo_code_row<2>;
-    case 3: return turbo_code_row<3>;
-    case 4: return turbo_code_row<4>;
-    case 5: return turbo_code_row<5>;
-    default: return turbo_code_row<8>;
+    case 2: return affine_row<2>;
+    case 3: return affine_row<3>;
+    case 4: return affine_row<4>;
+    case 5: return affine_row<5>;
+    case 8: return affine_row<8>;
+    default: return nullptr;  // 6-bit: MLX packs 4 codes in 3 bytes, left to the codec
   }
 }
 
@@ -158,11 +126,9 @@ void use_row_decoders(const KVCodec& codec, AttentionRowOps& ops) {
     case KVCodecKind::kTurbo:
       ops.key = turbo_key_fn(s.key_bits);
       ops.value = turbo_value_fn(s.value_bits);
-      ops.value_codes = turbo_code_fn(s.value_bits);
       break;
     case KVCodecKind::kAffine:
-      if (const RowFn f = affine_fn<AffineRow>(s.bits)) ops.key = ops.value = f;
-      if (const RowFn f = affine_fn<AffineCodeRow>(s.bits)) ops.value_codes = f;
+      if (const RowFn f = affine_fn(s.bits)) ops.key = ops.value = f;
       break;
     default: break;
   }
