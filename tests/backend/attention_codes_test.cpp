@@ -65,7 +65,7 @@ Block prepare(const KVCodec& codec, const KeyCodeForm& form, std::vector<uint8_t
     b.decoded.emplace_back(size_t(codec.head_dim()));
     codec.decode_key_row(ptr[r], b.decoded.back().data());
   }
-  prepare_key_codes(form, ptr, count, b.keys);
+  prepare_key_codes_portable(form, ptr, count, b.keys);
   return b;
 }
 
@@ -132,8 +132,8 @@ TEST(AttentionCodes, ScoresStayWithinTheQueryRoundingBound) {
   }
 }
 
-TEST(AttentionCodes, Avx512KernelEqualsPortableBitForBit) {
-  if (score_codes_kernel() != score_codes_avx512) GTEST_SKIP() << "no AVX-512 VNNI on this path";
+TEST(AttentionCodes, Avx512KernelsEqualPortableBitForBit) {
+  if (key_code_kernels().score != score_codes_avx512) GTEST_SKIP() << "no AVX-512 VNNI on this path";
   const int heads = 7;
   for (int d : {64, 128, 256}) {
     for (const KVCodecSpec& s : coded_specs()) {
@@ -141,11 +141,19 @@ TEST(AttentionCodes, Avx512KernelEqualsPortableBitForBit) {
       const KVCodec codec(s, d);
       const KeyCodeForm form = *key_code_form(codec);
       const Block b = prepare(codec, form, key_rows(codec, 13, 6), 13);
+      KeyCodeBlock simd_keys;
+      const uint8_t* ptr[13];
+      for (int r = 0; r < 13; ++r) ptr[r] = b.rows.data() + size_t(r) * codec.key_row_bytes();
+      prepare_key_codes_avx512(form, ptr, 13, simd_keys);
+      for (int r = 0; r < kKeyBlock; ++r)
+        EXPECT_EQ(std::memcmp(simd_keys.codes[r], b.keys.codes[r], size_t(d)), 0) << kv_codec_name(s) << " key " << r;
+      EXPECT_EQ(std::memcmp(simd_keys.a, b.keys.a, sizeof(b.keys.a[0]) * size_t(form.groups())), 0) << kv_codec_name(s);
+      EXPECT_EQ(std::memcmp(simd_keys.b, b.keys.b, sizeof(b.keys.b[0]) * size_t(form.groups())), 0) << kv_codec_name(s);
       const std::vector<float> q = normal(size_t(2 * heads * d), 7);
       const QueryCodes qc = quantize_query_codes(form, q.data(), 2 * heads);
       std::vector<float> portable(size_t(heads * 20)), simd(portable.size());
       score_codes_portable(form, b.keys, qc, heads, heads, 0.3f, portable.data(), 20);
-      score_codes_avx512(form, b.keys, qc, heads, heads, 0.3f, simd.data(), 20);
+      score_codes_avx512(form, simd_keys, qc, heads, heads, 0.3f, simd.data(), 20);
       for (int h = 0; h < heads; ++h)  // the stride's gaps are not written
         EXPECT_EQ(std::memcmp(portable.data() + h * 20, simd.data() + h * 20, kKeyBlock * sizeof(float)), 0)
             << kv_codec_name(s) << " d " << d << " head " << h;

@@ -284,7 +284,7 @@ TEST(Attention, CodePathOfEveryIsaEqualsPortableBitForBit) {
           std::vector<float> scratch, want;
           for (const auto& [name, ops] : runnable_row_ops(f.codec)) {
             cpu::CodePath isa_path = *path;
-            if (name == "portable") isa_path.score = cpu::score_codes_portable;
+            if (name == "portable") isa_path.kernels = {cpu::prepare_key_codes_portable, cpu::score_codes_portable};
             std::vector<float> got(size_t(group) * size_t(dim + 2));
             float* out = got.data();
             const cpu::ChunkQuery one = {q.data<float>(), 3 + n, {out + 2 * group, out, out + group}, &codes, 0};

@@ -152,14 +152,14 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     if (key_codes) {
       const uint8_t* raw[kKeyBlock];
       block_rows(key_at, rows.key_bytes, j, count, n_max, raw);
-      prepare_key_codes(*codes->key, raw, count, key_block);
+      codes->kernels.prepare(*codes->key, raw, count, key_block);
     } else {
       decode_block(ops.key, codec, key_at, rows.key_bytes, j, count, n_max, buf, row);
     }
     for (size_t t = 0; t < queries.size(); ++t) {
       const ChunkQuery& cq = queries[t];
       if (j >= cq.end - begin) continue;
-      if (key_codes) codes->score(*codes->key, key_block, *cq.codes, cq.code_row, group, scale, scores(t) + j, ns);
+      if (key_codes) codes->kernels.score(*codes->key, key_block, *cq.codes, cq.code_row, group, scale, scores(t) + j, ns);
       else ops.score_block(cq.q, group, d, row, int(std::min<int64_t>(kKeyBlock, cq.end - begin - j)), scale, scores(t) + j, ns);
     }
   }

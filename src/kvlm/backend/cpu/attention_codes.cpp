@@ -87,7 +87,7 @@ QueryCodes quantize_query_codes(const KeyCodeForm& f, const float* q, int64_t ro
   return out;
 }
 
-void prepare_key_codes(const KeyCodeForm& f, const uint8_t* const* rows, int count, KeyCodeBlock& out) {
+void prepare_key_codes_portable(const KeyCodeForm& f, const uint8_t* const* rows, int count, KeyCodeBlock& out) {
   const bool rewrite = f.turbo;  // MLX affine rows hold unsigned codes already
   if (rewrite) out.bytes.resize(size_t(kKeyBlock) * size_t(f.head_dim));
   for (int r = 0; r < kKeyBlock; ++r) {
@@ -142,13 +142,14 @@ std::optional<CodePath> code_path(const KVCodec& codec) {
   if (kind != KVCodecKind::kAffine && kind != KVCodecKind::kTurbo) return std::nullopt;
   CodePath p;
   p.key = key_code_form(codec);
-  if (p.key) p.score = score_codes_kernel();
+  if (p.key) p.kernels = key_code_kernels();
   return p;
 }
 
-ScoreCodesFn score_codes_kernel() {
+KeyCodeKernels key_code_kernels() {
   static const bool vnni = isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
-  return cpu_isa() == Isa::kAvx512 && vnni ? score_codes_avx512 : score_codes_portable;
+  if (cpu_isa() == Isa::kAvx512 && vnni) return {prepare_key_codes_avx512, score_codes_avx512};
+  return {prepare_key_codes_portable, score_codes_portable};
 }
 
 }  // namespace kvlm::cpu

@@ -70,7 +70,10 @@ struct KeyCodeBlock {
 };
 
 // Fills `out` from key rows 0 .. count-1 (count <= kKeyBlock); the unused keys repeat row 0.
-void prepare_key_codes(const KeyCodeForm& form, const uint8_t* const* rows, int count, KeyCodeBlock& out);
+using PrepareKeysFn = void (*)(const KeyCodeForm& form, const uint8_t* const* rows, int count, KeyCodeBlock& out);
+void prepare_key_codes_portable(const KeyCodeForm& form, const uint8_t* const* rows, int count, KeyCodeBlock& out);
+// The same values with AVX-512 (a block's parameters widened 16 keys at a time).
+void prepare_key_codes_avx512(const KeyCodeForm& form, const uint8_t* const* rows, int count, KeyCodeBlock& out);
 
 // s[h*stride + r] = the score of key r of the block for query head `first + h` of q, h < heads,
 // r < kKeyBlock (scores past the block's rows are computed and ignored by the caller).
@@ -81,8 +84,12 @@ void score_codes_portable(const KeyCodeForm& form, const KeyCodeBlock& keys, con
 // AVX-512 F/BW/VL/DQ with VNNI (vpdpbusd); same bits as the portable kernel.
 void score_codes_avx512(const KeyCodeForm& form, const KeyCodeBlock& keys, const QueryCodes& q,
                         int64_t first, int heads, float scale, float* s, size_t stride);
-// The kernel of cpu_isa() (the portable one where the CPU has no AVX-512 VNNI).
-ScoreCodesFn score_codes_kernel();
+// The kernels of cpu_isa() (the portable ones where the CPU has no AVX-512 VNNI).
+struct KeyCodeKernels {
+  PrepareKeysFn prepare;
+  ScoreCodesFn score;
+};
+KeyCodeKernels key_code_kernels();
 
 // Values on the same path are decoded as on the exact path and accumulated with one fma per
 // element and row, o_i = fma(w_r, v_{r,i}, o_i), where the exact path rounds the product and the
@@ -91,10 +98,10 @@ void accumulate_fused_portable(float* acc, int group, int d, const float* w, siz
                                const float* const* v, int rows);
 
 // What attention_chunk needs to read one compressed codec's rows on the int8 path: the key form
-// (absent for key codes without one) and the scoring kernel; values always accumulate fused.
+// (absent for key codes without one) and its kernels; values always accumulate fused.
 struct CodePath {
   std::optional<KeyCodeForm> key;
-  ScoreCodesFn score = nullptr;
+  KeyCodeKernels kernels{};
 };
 
 // The path of codec: MLX affine and TurboQuant codecs have one, passthrough codecs nullopt.

@@ -1,4 +1,5 @@
-// The AVX-512 VNNI kernel of the int8 key path (attention_codes.h): for one query head and a block
+// The AVX-512 kernels of the int8 key path (attention_codes.h). A block's parameters are widened 16
+// keys at a time. Scoring (VNNI): for one query head and a block
 // of 16 keys, each key's code pieces meet the query's with vpdpbusd into 16 int32 lanes per key;
 // the 16 keys' lanes are then summed per group by a transpose-and-add tree, which leaves the 16
 // keys' P_g in one register, and the float steps run on those 16 scores at once. Integer sums
@@ -7,6 +8,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "kvlm/backend/cpu/attention_codes.h"
 
@@ -65,7 +68,47 @@ KVLM_TARGET inline __m512 add_group(__m512 acc, __m512i p, const KeyCodeBlock& k
 
 KVLM_TARGET inline __m512i load(const void* p) { return _mm512_loadu_si512(p); }
 
+// The parameter at byte `at` of the 16 rows, widened to f32 (exact, as load_kv_scalar).
+KVLM_TARGET inline __m512 param16(const uint8_t* const* row, size_t at, DType dt) {
+  if (dt == DType::kF32) {
+    alignas(64) float v[kKeyBlock];
+    for (int r = 0; r < kKeyBlock; ++r) std::memcpy(&v[r], row[r] + at, 4);
+    return _mm512_load_ps(v);
+  }
+  alignas(32) uint16_t h[kKeyBlock];
+  for (int r = 0; r < kKeyBlock; ++r) std::memcpy(&h[r], row[r] + at, 2);
+  const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(h));
+  if (dt == DType::kF16) return _mm512_cvtph_ps(raw);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+
 }  // namespace
+
+KVLM_TARGET void prepare_key_codes_avx512(const KeyCodeForm& f, const uint8_t* const* rows, int count,
+                                          KeyCodeBlock& out) {
+  const uint8_t* row[kKeyBlock];
+  for (int r = 0; r < kKeyBlock; ++r) row[r] = rows[r < count ? r : 0];
+  if (f.turbo) {
+    out.bytes.resize(size_t(kKeyBlock) * size_t(f.head_dim));
+    const __m512i top = _mm512_set1_epi8(char(0x80));
+    for (int r = 0; r < kKeyBlock; ++r) {
+      uint8_t* dst = out.bytes.data() + size_t(r) * size_t(f.head_dim);
+      for (int i = 0; i < f.head_dim; i += kCodePiece) _mm512_storeu_si512(dst + i, _mm512_xor_si512(load(row[r] + i), top));
+      out.codes[r] = dst;
+    }
+  } else {
+    for (int r = 0; r < kKeyBlock; ++r) out.codes[r] = row[r];
+  }
+  const size_t codes = size_t(f.head_dim), psize = dtype_size(f.params);
+  const int groups = f.groups();
+  const __m512 m = _mm512_set1_ps(float(1 << (f.bits - 1)));
+  for (int g = 0; g < groups; ++g) {
+    const __m512 s = param16(row, codes + size_t(g) * psize, f.params);
+    const __m512 second = param16(row, codes + size_t(groups + g) * psize, f.params);
+    _mm512_store_ps(out.a[g], s);
+    _mm512_store_ps(out.b[g], f.turbo ? _mm512_mul_ps(s, second) : _mm512_add_ps(second, _mm512_mul_ps(s, m)));
+  }
+}
 
 KVLM_TARGET void score_codes_avx512(const KeyCodeForm& f, const KeyCodeBlock& keys, const QueryCodes& q,
                                     int64_t first, int heads, float scale, float* s, size_t stride) {
