@@ -101,8 +101,9 @@ CLI::Option* add_matmul_option(CLI::App& app, ops::MatmulPath& matmul, const std
             if (!path) throw CLI::ValidationError(flag, "unknown value '" + v + "' (expected exact or int8)");
             matmul = *path;
           },
-          help.empty() ? "Linear layers against MLX affine 4/8-bit weights: int8 (int8 activations, "
-                         "integer dot products) or exact (dequantized f32)"
+          help.empty() ? "Products with quantized operands: int8 (int8 activations against MLX affine "
+                         "4/8-bit weights, int8 queries against 8-bit compressed keys, fused value sums) "
+                         "or exact (dequantized f32)"
                        : help)
       ->default_str(matmul_path_name(matmul));
 }
