@@ -48,18 +48,20 @@ void portable_score_block(const float* q, int group, int d, const float* const* 
       s[size_t(g) * stride + size_t(r)] = dot(q + size_t(g) * size_t(d), k[r], d) * scale;
 }
 
-void portable_accumulate_block(float* acc, int group, int d, const float* w, size_t stride,
-                               const float* const* v, int rows) {
+// accumulate_block (a + w*v, rounded twice) or accumulate_fused (one fma).
+template <bool kFma>
+void portable_accumulate(float* acc, int group, int d, const float* w, size_t stride,
+                         const float* const* v, int rows) {
   for (int g = 0; g < group; ++g)
     for (int r = 0; r < rows; ++r) {
       float* a = acc + size_t(g) * size_t(d);
       const float wr = w[size_t(g) * stride + size_t(r)];
-      for (int i = 0; i < d; ++i) a[i] += wr * v[r][i];
+      for (int i = 0; i < d; ++i) a[i] = kFma ? std::fma(wr, v[r][i], a[i]) : a[i] + wr * v[r][i];
     }
 }
 
 constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
-                                          portable_accumulate_block, accumulate_fused_portable};
+                                          portable_accumulate<false>, portable_accumulate<true>};
 
 // Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk. Rows are read
 // once and little work is done per byte, so the next block is prefetched (the hardware prefetcher

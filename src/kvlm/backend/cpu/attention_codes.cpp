@@ -2,7 +2,6 @@
 // portable scoring kernel that the SIMD one is tested against.
 #include "kvlm/backend/cpu/attention_codes.h"
 
-#include <cmath>
 #include <cstring>
 
 #include "kvlm/backend/cpu/isa.h"
@@ -125,16 +124,6 @@ void score_codes_portable(const KeyCodeForm& f, const KeyCodeBlock& keys, const 
       s[size_t(h) * stride + size_t(r)] = acc * scale;
     }
   }
-}
-
-void accumulate_fused_portable(float* acc, int group, int d, const float* w, size_t stride,
-                               const float* const* v, int rows) {
-  for (int g = 0; g < group; ++g)
-    for (int r = 0; r < rows; ++r) {
-      float* a = acc + size_t(g) * size_t(d);
-      const float wr = w[size_t(g) * stride + size_t(r)];
-      for (int i = 0; i < d; ++i) a[i] = std::fma(wr, v[r][i], a[i]);
-    }
 }
 
 std::optional<CodePath> code_path(const KVCodec& codec) {

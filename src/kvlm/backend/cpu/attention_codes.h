@@ -92,10 +92,9 @@ struct KeyCodeKernels {
 KeyCodeKernels key_code_kernels();
 
 // Values on the same path are decoded as on the exact path and accumulated with one fma per
-// element and row, o_i = fma(w_r, v_{r,i}, o_i), where the exact path rounds the product and the
-// sum separately to keep the reference's bits: exact up to f32 rounding.
-void accumulate_fused_portable(float* acc, int group, int d, const float* w, size_t stride,
-                               const float* const* v, int rows);
+// element and row, o_i = fma(w_r, v_{r,i}, o_i) (AttentionRowOps::accumulate_fused), where the
+// exact path rounds the product and the sum separately to keep the reference's bits: exact up to
+// f32 rounding.
 
 // What attention_chunk needs to read one compressed codec's rows on the int8 path: the key form
 // (absent for key codes without one) and its kernels; values always accumulate fused.
