@@ -31,6 +31,9 @@ bool constant_time_equals(std::string_view presented, std::string_view expected)
 
 namespace {
 
+// Pending connections the listening socket queues (the kernel caps it at net.core.somaxconn).
+constexpr int kListenBacklog = 1024;
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -66,6 +69,7 @@ struct Server::Impl {
   Clock::time_point started = Clock::now();
   int64_t created_unix = 0;
   int bound_port = -1;
+  int listen_socket = -1;  // the listening socket, recorded by httplib's socket-options hook
 
   std::atomic<bool> draining{false};
   std::mutex mu;
@@ -292,11 +296,12 @@ Json Server::Impl::model_json() const {
 }
 
 void Server::Impl::setup_routes() {
-  http.set_socket_options([](socket_t sock) {
+  http.set_socket_options([this](socket_t sock) {
     // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
     // server bind the same port silently instead of refusing to start.
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_socket = int(sock);
   });
   // Each SSE token is one small write; without TCP_NODELAY, Nagle's algorithm holds a write back
   // until the previous one is acknowledged, and with the peer's delayed ACKs tokens arrive in
@@ -390,12 +395,16 @@ void Server::bind() {
   if (impl_->options.port == 0) {
     impl_->bound_port = impl_->http.bind_to_any_port(impl_->options.host);
     check(impl_->bound_port > 0, "cannot listen on " + impl_->options.host + " (no free port, or a bad address)");
-    return;
+  } else {
+    check(impl_->http.bind_to_port(impl_->options.host, impl_->options.port),
+          "cannot listen on " + where + ": the port is already in use or the address is not valid here "
+          "(choose another with --port, or stop the other server)");
+    impl_->bound_port = impl_->options.port;
   }
-  check(impl_->http.bind_to_port(impl_->options.host, impl_->options.port),
-        "cannot listen on " + where + ": the port is already in use or the address is not valid here "
-        "(choose another with --port, or stop the other server)");
-  impl_->bound_port = impl_->options.port;
+  // The packaged httplib listens with a backlog of 5, so a burst of clients (32 streams
+  // connecting at once) overflowed the accept queue and depended on SYN retransmits and
+  // syncookies, which now and then lost a connection. listen() again only raises the backlog.
+  if (impl_->listen_socket >= 0) ::listen(impl_->listen_socket, kListenBacklog);
 }
 
 int Server::port() const { return impl_->bound_port; }
