@@ -97,7 +97,7 @@ RopeFrequencies yarn(const RopeParams& p) {
 
 RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len) {
   check(p.rotary_dim > 0 && p.rotary_dim % 2 == 0,
-        "rope: rotary dimension " + std::to_string(p.rotary_dim) + " must be positive and even");
+        [&] { return "rope: rotary dimension " + std::to_string(p.rotary_dim) + " must be positive and even"; });
   RopeFrequencies out;
   switch (p.type) {
     case RopeParams::Type::kDefault:

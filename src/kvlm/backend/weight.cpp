@@ -10,16 +10,16 @@ bool is_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DTy
 void check_bias(const Tensor& bias, int64_t out) {
   if (!bias.defined()) return;
   check(is_float(bias.dtype()) && bias.ndim() == 1 && bias.dim(0) == out && bias.is_contiguous(),
-        "bias " + bias.describe() + " does not match a weight with " + std::to_string(out) +
-            " outputs");
+        [&] { return "bias " + bias.describe() + " does not match a weight with " + std::to_string(out) +
+            " outputs"; });
 }
 
 }  // namespace
 
 Weight dense_weight(const Tensor& w, const Tensor& bias) {
   check(w.defined() && w.ndim() == 2 && is_float(w.dtype()) && w.is_contiguous(),
-        "dense weight must be a contiguous 2-D f32/f16/bf16 tensor, got " +
-            (w.defined() ? w.describe() : std::string("nothing")));
+        [&] { return "dense weight must be a contiguous 2-D f32/f16/bf16 tensor, got " +
+            (w.defined() ? w.describe() : std::string("nothing")); });
   Weight out;
   out.weight = w;
   out.bias = bias;

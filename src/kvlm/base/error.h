@@ -4,6 +4,7 @@
 // boundary; nothing below them prints.
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace kvlm {
 
@@ -15,6 +16,14 @@ class Error : public std::runtime_error {
 // Throws Error(message) unless cond holds. For checks on untrusted input, not for invariants.
 inline void check(bool cond, const std::string& message) {
   if (!cond) throw Error(message);
+}
+
+// The same for a message that costs something to build (shapes, numbers): `message` is called
+// only when cond fails, so the kernels' per-call checks pay for the test alone.
+template <class Message>
+  requires std::is_invocable_r_v<std::string, Message>
+inline void check(bool cond, Message&& message) {
+  if (!cond) throw Error(message());
 }
 
 }  // namespace kvlm

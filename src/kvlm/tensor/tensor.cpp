@@ -103,8 +103,8 @@ std::shared_ptr<Storage> allocate_cpu(size_t bytes) {
 }  // namespace
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  check(device == Device::kCPU, std::string("device ") + device_name(device) + " is not built in");
-  for (int64_t d : shape) check(d >= 0, "negative dimension in shape " + shape_string(shape));
+  check(device == Device::kCPU, [&] { return std::string("device ") + device_name(device) + " is not built in"; });
+  for (int64_t d : shape) check(d >= 0, [&] { return "negative dimension in shape " + shape_string(shape); });
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = shape;
@@ -133,7 +133,7 @@ Tensor Tensor::borrow(void* data, const Shape& shape, DType dtype, std::shared_p
 
 Tensor Tensor::from_f32(const std::vector<float>& values, const Shape& shape) {
   check(int64_t(values.size()) == shape_numel(shape),
-        "from_f32: " + std::to_string(values.size()) + " values for shape " + shape_string(shape));
+        [&] { return "from_f32: " + std::to_string(values.size()) + " values for shape " + shape_string(shape); });
   Tensor t = empty(shape, DType::kF32);
   std::memcpy(t.raw(), values.data(), values.size() * sizeof(float));
   return t;
@@ -142,9 +142,9 @@ Tensor Tensor::from_f32(const std::vector<float>& values, const Shape& shape) {
 bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
 
 Tensor Tensor::reshape(const Shape& shape) const {
-  check(is_contiguous(), "reshape of a non-contiguous tensor " + describe());
+  check(is_contiguous(), [&] { return "reshape of a non-contiguous tensor " + describe(); });
   check(shape_numel(shape) == numel(),
-        "reshape " + describe() + " to " + shape_string(shape) + ": element count differs");
+        [&] { return "reshape " + describe() + " to " + shape_string(shape) + ": element count differs"; });
   Tensor t = *this;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
@@ -154,8 +154,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 Tensor Tensor::slice(int d, int64_t begin, int64_t end) const {
   if (d < 0) d += ndim();
   check(d >= 0 && d < ndim() && begin >= 0 && begin <= end && end <= shape_[size_t(d)],
-        "slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") of dim " +
-            std::to_string(d) + " out of range for " + describe());
+        [&] { return "slice [" + std::to_string(begin) + ", " + std::to_string(end) + ") of dim " +
+            std::to_string(d) + " out of range for " + describe(); });
   Tensor t = *this;
   t.offset_ += begin * strides_[size_t(d)];
   t.shape_[size_t(d)] = end - begin;
@@ -171,7 +171,7 @@ Tensor Tensor::select(int64_t index) const {
 
 std::vector<float> Tensor::to_f32_vector() const {
   check(device() == Device::kCPU, "to_f32_vector: only CPU tensors are readable on the host");
-  check(dtype_traits(dtype_).is_float, std::string("to_f32_vector of ") + dtype_name(dtype_));
+  check(dtype_traits(dtype_).is_float, [&] { return std::string("to_f32_vector of ") + dtype_name(dtype_); });
   std::vector<float> out(static_cast<size_t>(numel()));
   std::vector<int64_t> idx(shape_.size(), 0);
   for (size_t i = 0; i < out.size(); ++i) {

@@ -211,7 +211,7 @@ struct KVLayout {
 };
 
 KVLayout check_paged(const PagedKV& kv, const char* op) {
-  check(kv.codec != nullptr, std::string(op) + ": the paged KV has no codec");
+  check(kv.codec != nullptr, [&] { return std::string(op) + ": the paged KV has no codec"; });
   cpu::check_cpu_contiguous(kv.keys, op, "key cache");
   cpu::check_cpu_contiguous(kv.values, op, "value cache");
   const KVCodec& c = *kv.codec;
@@ -220,19 +220,19 @@ KVLayout check_paged(const PagedKV& kv, const char* op) {
             kv.keys.dim(1) == kv.values.dim(1) && kv.keys.dim(2) == kv.values.dim(2) &&
             kv.keys.dim(3) == int64_t(c.key_row_bytes()) &&
             kv.values.dim(3) == int64_t(c.value_row_bytes()),
-        std::string(op) + ": key and value caches must be u8 [blocks, block_size, kv_heads, row "
+        [&] { return std::string(op) + ": key and value caches must be u8 [blocks, block_size, kv_heads, row "
                           "bytes] tensors with the row sizes of codec " + c.name() + ", got " +
-            kv.keys.describe() + " and " + kv.values.describe());
+            kv.keys.describe() + " and " + kv.values.describe(); });
   return {kv.keys.dim(0), kv.keys.dim(1), kv.keys.dim(2), c.head_dim()};
 }
 
 void check_table_covers(const PagedKV& kv, const KVLayout& l, int64_t n_tokens, const char* op) {
   check(n_tokens <= int64_t(kv.block_table.size()) * l.block_size,
-        std::string(op) + ": block table of " + std::to_string(kv.block_table.size()) +
-            " blocks cannot hold " + std::to_string(n_tokens) + " tokens");
+        [&] { return std::string(op) + ": block table of " + std::to_string(kv.block_table.size()) +
+            " blocks cannot hold " + std::to_string(n_tokens) + " tokens"; });
   for (int32_t b : kv.block_table)
-    check(b >= 0 && b < l.num_blocks, std::string(op) + ": block id " + std::to_string(b) +
-                                          " outside the pool of " + std::to_string(l.num_blocks));
+    check(b >= 0 && b < l.num_blocks, [&] { return std::string(op) + ": block id " + std::to_string(b) +
+                                          " outside the pool of " + std::to_string(l.num_blocks); });
 }
 
 cpu::KVRows rows_of(const PagedKV& kv, const KVLayout& l, int64_t kv_head) {
@@ -294,8 +294,8 @@ void kv_write(const Tensor& k, const Tensor& v, const PagedKV& kv, int64_t start
   cpu::check_f32(k, 3, "kv_write", "keys");
   cpu::check_f32(v, 3, "kv_write", "values");
   check(k.shape() == v.shape() && k.dim(1) == l.kv_heads && k.dim(2) == l.head_dim,
-        "kv_write: keys " + k.describe() + " and values " + v.describe() +
-            " do not match the cache " + kv.keys.describe() + " of codec " + kv.codec->name());
+        [&] { return "kv_write: keys " + k.describe() + " and values " + v.describe() +
+            " do not match the cache " + kv.keys.describe() + " of codec " + kv.codec->name(); });
   const int64_t n = k.dim(0);
   check_table_covers(kv, l, start + n, "kv_write");
   const KVCodec& c = *kv.codec;
@@ -321,12 +321,12 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
     const KVLayout l = check_paged(s.kv, "attention");
     cpu::check_f32(s.q, 3, "attention", "queries");
     check(s.q.dim(2) == l.head_dim && s.q.dim(1) % l.kv_heads == 0,
-          "attention: queries " + s.q.describe() + " do not match the cache " +
-              s.kv.keys.describe() + " of codec " + s.kv.codec->name());
+          [&] { return "attention: queries " + s.q.describe() + " do not match the cache " +
+              s.kv.keys.describe() + " of codec " + s.kv.codec->name(); });
     if (jobs.empty()) heads = s.q.dim(1), D = s.q.dim(2);
     check(s.q.dim(1) == heads && l.head_dim == D && (jobs.empty() || l.kv_heads == jobs[0].l.kv_heads),
-          "attention: the batch's sequences differ in heads or head_dim: " + s.q.describe() +
-              " and " + seqs[0].q.describe());
+          [&] { return "attention: the batch's sequences differ in heads or head_dim: " + s.q.describe() +
+              " and " + seqs[0].q.describe(); });
     check_table_covers(s.kv, l, s.n_past + s.q.dim(0), "attention");
     jobs.push_back({s.q.data<float>(), &s.kv, l, cpu::attention_row_ops(*s.kv.codec), s.n_past, total, {}, {}});
     if (p.kv_path == MatmulPath::kInt8) {

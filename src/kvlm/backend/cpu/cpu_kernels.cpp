@@ -6,18 +6,18 @@
 namespace kvlm::cpu {
 
 void check_cpu_contiguous(const Tensor& t, const char* op, const char* what) {
-  check(t.defined(), std::string(op) + ": " + what + " is undefined");
+  check(t.defined(), [&] { return std::string(op) + ": " + what + " is undefined"; });
   check(t.device() == Device::kCPU,
-        std::string(op) + ": " + what + " is on " + device_name(t.device()) +
-            "; this build implements the op for the CPU only");
-  check(t.is_contiguous(), std::string(op) + ": " + what + " " + t.describe() + " is not contiguous");
+        [&] { return std::string(op) + ": " + what + " is on " + device_name(t.device()) +
+            "; this build implements the op for the CPU only"; });
+  check(t.is_contiguous(), [&] { return std::string(op) + ": " + what + " " + t.describe() + " is not contiguous"; });
 }
 
 void check_f32(const Tensor& t, int rank, const char* op, const char* what) {
   check_cpu_contiguous(t, op, what);
   check(t.dtype() == DType::kF32 && t.ndim() == rank,
-        std::string(op) + ": " + what + " must be a rank-" + std::to_string(rank) +
-            " f32 tensor, got " + t.describe());
+        [&] { return std::string(op) + ": " + what + " must be a rank-" + std::to_string(rank) +
+            " f32 tensor, got " + t.describe(); });
 }
 
 void widen(const Tensor& t, int64_t offset, int64_t n, float* out) {

@@ -15,7 +15,7 @@ namespace {
 
 void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
   check(a.shape() == b.shape(),
-        std::string(op) + ": shapes differ, " + a.describe() + " and " + b.describe());
+        [&] { return std::string(op) + ": shapes differ, " + a.describe() + " and " + b.describe(); });
 }
 
 // Rows per parallel task for cheap row ops.
@@ -31,7 +31,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kin
   cpu::check_cpu_contiguous(weight, "rms_norm", "weight");
   const int64_t rows = x.dim(0), n = x.dim(1);
   check(weight.numel() == n,
-        "rms_norm: weight " + weight.describe() + " does not match rows of " + std::to_string(n));
+        [&] { return "rms_norm: weight " + weight.describe() + " does not match rows of " + std::to_string(n); });
   std::vector<float> w(static_cast<size_t>(n));
   cpu::widen(weight, 0, n, w.data());
   if (kind == NormWeight::kOnePlus)

@@ -44,8 +44,8 @@ Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
   const int64_t n = int64_t(ids.size()), dim = table.in_features;
   for (int32_t id : ids)
     check(id >= 0 && id < table.out_features,
-          "embedding: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-              std::to_string(table.out_features) + ")");
+          [&] { return "embedding: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+              std::to_string(table.out_features) + ")"; });
   Tensor out = Tensor::empty({n, dim}, DType::kF32);
   float* o = out.data<float>();
   thread_pool().parallel_for(size_t(n), 1, [&](size_t b, size_t e) {
@@ -66,9 +66,9 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
   std::vector<int64_t> first_row = {0};  // weight i owns rows first_row[i] .. first_row[i+1]-1
   for (const Weight* w : ws) {
     check_weight(*w, "linear");
-    check(x.dim(1) == w->in_features, "linear: input " + x.describe() +
+    check(x.dim(1) == w->in_features, [&] { return "linear: input " + x.describe() +
                                           " does not match a weight with " +
-                                          std::to_string(w->in_features) + " inputs");
+                                          std::to_string(w->in_features) + " inputs"; });
     outs.push_back(Tensor::empty({T, w->out_features}, DType::kF32));
     first_row.push_back(first_row.back() + w->out_features);
   }
@@ -102,7 +102,7 @@ Tensor gather_rows(const Tensor& x, std::span<const int32_t> rows) {
   Tensor out = Tensor::empty({int64_t(rows.size()), n}, DType::kF32);
   for (size_t i = 0; i < rows.size(); ++i) {
     check(rows[i] >= 0 && rows[i] < x.dim(0),
-          "gather_rows: row " + std::to_string(rows[i]) + " out of range for " + x.describe());
+          [&] { return "gather_rows: row " + std::to_string(rows[i]) + " out of range for " + x.describe(); });
     const float* src = x.data<float>() + int64_t(rows[i]) * n;
     std::copy(src, src + n, out.data<float>() + int64_t(i) * n);
   }
@@ -116,8 +116,8 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
   int64_t rows = 0;
   for (const Tensor& p : parts) {
     cpu::check_f32(p, 2, "concat_rows", "part");
-    check(p.dim(1) == n, "concat_rows: parts differ in width, " + parts[0].describe() + " and " +
-                             p.describe());
+    check(p.dim(1) == n, [&] { return "concat_rows: parts differ in width, " + parts[0].describe() + " and " +
+                             p.describe(); });
     rows += p.dim(0);
   }
   Tensor out = Tensor::empty({rows, n}, DType::kF32);

@@ -34,9 +34,9 @@ void rope_inplace(Tensor& x, std::span<const int32_t> positions, const RopeParam
   const ProfileScope profile(OpKind::kRope);
   cpu::check_f32(x, 3, "rope", "input");
   check(int64_t(positions.size()) == x.dim(0),
-        "rope: " + std::to_string(positions.size()) + " positions for " + x.describe());
-  check(p.rotary_dim <= x.dim(2), "rope: rotary dimension " + std::to_string(p.rotary_dim) +
-                                      " exceeds head dimension of " + x.describe());
+        [&] { return "rope: " + std::to_string(positions.size()) + " positions for " + x.describe(); });
+  check(p.rotary_dim <= x.dim(2), [&] { return "rope: rotary dimension " + std::to_string(p.rotary_dim) +
+                                      " exceeds head dimension of " + x.describe(); });
   const int64_t heads = x.dim(1), head_dim = x.dim(2);
   const RopeFrequencies base = rope_frequencies(p, 0);
   std::vector<float> cs;
