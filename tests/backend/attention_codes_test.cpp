@@ -133,7 +133,7 @@ TEST(AttentionCodes, ScoresStayWithinTheQueryRoundingBound) {
 }
 
 TEST(AttentionCodes, Avx512KernelsEqualPortableBitForBit) {
-  if (key_code_kernels().score != score_codes_avx512) GTEST_SKIP() << "no AVX-512 VNNI on this path";
+  if (key_code_kernels(Isa::kAvx512).score != score_codes_avx512) GTEST_SKIP() << "no AVX-512 VNNI";
   const int heads = 7;
   for (int d : {64, 128, 256}) {
     for (const KVCodecSpec& s : coded_specs()) {
@@ -157,6 +157,25 @@ TEST(AttentionCodes, Avx512KernelsEqualPortableBitForBit) {
       for (int h = 0; h < heads; ++h)  // the stride's gaps are not written
         EXPECT_EQ(std::memcmp(portable.data() + h * 20, simd.data() + h * 20, kKeyBlock * sizeof(float)), 0)
             << kv_codec_name(s) << " d " << d << " head " << h;
+    }
+  }
+}
+
+TEST(AttentionCodes, Avx2KernelEqualsPortableBitForBit) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  const int heads = 7;
+  for (int d : {64, 128}) {
+    for (const KVCodecSpec& s : coded_specs()) {
+      if (s.kind == KVCodecKind::kAffine && s.group_size > d) continue;
+      const KVCodec codec(s, d);
+      const KeyCodeForm form = *key_code_form(codec);
+      const Block b = prepare(codec, form, key_rows(codec, 9, 8), 9);
+      const std::vector<float> q = normal(size_t(heads * d), 9);
+      const QueryCodes qc = quantize_query_codes(form, q.data(), heads);
+      std::vector<float> portable(size_t(heads * kKeyBlock)), simd(portable.size());
+      score_codes_portable(form, b.keys, qc, 0, heads, 0.3f, portable.data(), kKeyBlock);
+      score_codes_avx2(form, b.keys, qc, 0, heads, 0.3f, simd.data(), kKeyBlock);
+      EXPECT_TRUE(same_bits(portable, simd)) << kv_codec_name(s) << " d " << d;
     }
   }
 }

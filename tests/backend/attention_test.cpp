@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string_view>
 
 #include "kvlm/backend/cpu/attention_codes.h"
 #include "kvlm/backend/cpu/attention_kernels.h"
@@ -284,7 +285,11 @@ TEST(Attention, CodePathOfEveryIsaEqualsPortableBitForBit) {
           std::vector<float> scratch, want;
           for (const auto& [name, ops] : runnable_row_ops(f.codec)) {
             cpu::CodePath isa_path = *path;
-            if (name == "portable") isa_path.kernels = {cpu::prepare_key_codes_portable, cpu::score_codes_portable};
+            const std::string_view label = name;
+            const cpu::Isa isa = label == "portable" ? cpu::Isa::kPortable
+                                 : label == "avx2"   ? cpu::Isa::kAvx2
+                                                     : cpu::Isa::kAvx512;
+            if (path->key) isa_path.kernels = cpu::key_code_kernels(isa);
             std::vector<float> got(size_t(group) * size_t(dim + 2));
             float* out = got.data();
             const cpu::ChunkQuery one = {q.data<float>(), 3 + n, {out + 2 * group, out, out + group}, &codes, 0};

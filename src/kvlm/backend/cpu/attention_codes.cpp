@@ -4,7 +4,6 @@
 
 #include <cstring>
 
-#include "kvlm/backend/cpu/isa.h"
 #include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/base/half.h"
 #include "kvlm/quant/turboquant.h"
@@ -135,10 +134,13 @@ std::optional<CodePath> code_path(const KVCodec& codec) {
   return p;
 }
 
-KeyCodeKernels key_code_kernels() {
+KeyCodeKernels key_code_kernels(Isa isa) {
   static const bool vnni = isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
-  if (cpu_isa() == Isa::kAvx512 && vnni) return {prepare_key_codes_avx512, score_codes_avx512};
+  if (isa == Isa::kAvx512 && vnni) return {prepare_key_codes_avx512, score_codes_avx512};
+  if (isa != Isa::kPortable) return {prepare_key_codes_portable, score_codes_avx2};
   return {prepare_key_codes_portable, score_codes_portable};
 }
+
+KeyCodeKernels key_code_kernels() { return key_code_kernels(cpu_isa()); }
 
 }  // namespace kvlm::cpu

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kvlm/backend/cpu/attention_kernels.h"
+#include "kvlm/backend/cpu/isa.h"
 #include "kvlm/quant/kv_codec.h"
 
 namespace kvlm::cpu {
@@ -81,15 +82,19 @@ using ScoreCodesFn = void (*)(const KeyCodeForm& form, const KeyCodeBlock& keys,
                               int64_t first, int heads, float scale, float* s, size_t stride);
 void score_codes_portable(const KeyCodeForm& form, const KeyCodeBlock& keys, const QueryCodes& q,
                           int64_t first, int heads, float scale, float* s, size_t stride);
+// AVX2 (vpmaddwd on codes widened to 16 bits); same bits as the portable kernel.
+void score_codes_avx2(const KeyCodeForm& form, const KeyCodeBlock& keys, const QueryCodes& q,
+                      int64_t first, int heads, float scale, float* s, size_t stride);
 // AVX-512 F/BW/VL/DQ with VNNI (vpdpbusd); same bits as the portable kernel.
 void score_codes_avx512(const KeyCodeForm& form, const KeyCodeBlock& keys, const QueryCodes& q,
                         int64_t first, int heads, float scale, float* s, size_t stride);
-// The kernels of cpu_isa() (the portable ones where the CPU has no AVX-512 VNNI).
+// The kernels of an ISA: AVX-512 needs VNNI too (else the AVX2 scoring kernel runs).
 struct KeyCodeKernels {
   PrepareKeysFn prepare;
   ScoreCodesFn score;
 };
-KeyCodeKernels key_code_kernels();
+KeyCodeKernels key_code_kernels(Isa isa);
+KeyCodeKernels key_code_kernels();  // of cpu_isa()
 
 // Values on the same path are decoded as on the exact path and accumulated with one fma per
 // element and row, o_i = fma(w_r, v_{r,i}, o_i) (AttentionRowOps::accumulate_fused), where the
