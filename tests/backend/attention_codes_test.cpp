@@ -38,6 +38,17 @@ TEST(AttentionCodes, FormsOfEveryCodec) {
   EXPECT_FALSE(key_code_form(KVCodec(kv_affine_spec(8, 32, DType::kBF16), 96)));  // not a multiple of 64
 }
 
+// fn(codec, form) for every spec of coded_specs() at each head dim (groups wider than it skipped).
+template <class Fn>
+void for_each_form(std::initializer_list<int> dims, Fn fn) {
+  for (int d : dims)
+    for (const KVCodecSpec& s : coded_specs()) {
+      if (s.kind == KVCodecKind::kAffine && s.group_size > d) continue;
+      const KVCodec codec(s, d);
+      fn(codec, *key_code_form(codec));
+    }
+}
+
 // Key rows of `codec` encoded from normal data (every 5th row scaled up, one constant row).
 std::vector<uint8_t> key_rows(const KVCodec& codec, int rows, uint32_t seed) {
   const int d = codec.head_dim();
@@ -76,24 +87,21 @@ double element(const KeyCodeForm& f, const KeyCodeBlock& k, int r, int i) {
 }
 
 TEST(AttentionCodes, KeyBlocksReproduceTheDecodedKeys) {
-  for (int d : {64, 128}) {
-    for (const KVCodecSpec& s : coded_specs()) {
-      if (s.kind == KVCodecKind::kAffine && s.group_size > d) continue;
-      const KVCodec codec(s, d);
-      const KeyCodeForm form = *key_code_form(codec);
-      const Block b = prepare(codec, form, key_rows(codec, kKeyBlock, 3), kKeyBlock);
-      for (int r = 0; r < kKeyBlock; ++r)
-        for (int i = 0; i < d; ++i) {
-          // B_g = b + s*m (or s*z) is rounded once: an ulp of |B_g| + |A_g|*m at most
-          const double want = b.decoded[size_t(r)][size_t(i)];
-          const int g = i / form.group;
-          const double tol = 1e-6 * (std::fabs(want) + std::fabs(b.keys.b[g][r]) +
-                                     std::fabs(b.keys.a[g][r]) * (1 << (form.bits - 1)));
-          ASSERT_NEAR(element(form, b.keys, r, i), want, tol)
-              << kv_codec_name(s) << " d " << d << " key " << r << " element " << i;
-        }
-    }
-  }
+  for_each_form({64, 128}, [&](const KVCodec& codec, const KeyCodeForm& form) {
+    const KVCodecSpec& s = codec.spec();
+    const int d = codec.head_dim();
+    const Block b = prepare(codec, form, key_rows(codec, kKeyBlock, 3), kKeyBlock);
+    for (int r = 0; r < kKeyBlock; ++r)
+      for (int i = 0; i < d; ++i) {
+        // B_g = b + s*m (or s*z) is rounded once: an ulp of |B_g| + |A_g|*m at most
+        const double want = b.decoded[size_t(r)][size_t(i)];
+        const int g = i / form.group;
+        const double tol = 1e-6 * (std::fabs(want) + std::fabs(b.keys.b[g][r]) +
+                                   std::fabs(b.keys.a[g][r]) * (1 << (form.bits - 1)));
+        ASSERT_NEAR(element(form, b.keys, r, i), want, tol)
+            << kv_codec_name(s) << " d " << d << " key " << r << " element " << i;
+      }
+  });
 }
 
 // The scores of `heads` query heads against a block: the kernel's, the exact ones from the decoded
@@ -101,83 +109,74 @@ TEST(AttentionCodes, KeyBlocksReproduceTheDecodedKeys) {
 TEST(AttentionCodes, ScoresStayWithinTheQueryRoundingBound) {
   const int heads = 3;
   const float scale = 0.125f;
-  for (int d : {64, 128}) {
-    for (const KVCodecSpec& s : coded_specs()) {
-      if (s.kind == KVCodecKind::kAffine && s.group_size > d) continue;
-      const KVCodec codec(s, d);
-      const KeyCodeForm form = *key_code_form(codec);
-      const Block b = prepare(codec, form, key_rows(codec, 11, 4), 11);  // a partial block
-      std::vector<float> q = normal(size_t(heads * d), 5);
-      for (int i = 0; i < d; ++i) q[size_t(i)] *= 4.0f;  // uneven magnitudes per head
-      for (int i = 0; i < d; ++i) q[size_t(d + i)] = 0.0f;  // an all-zero head: d_g = 0
-      const QueryCodes qc = quantize_query_codes(form, q.data(), heads);
-      std::vector<float> got(size_t(heads * kKeyBlock));
-      score_codes_portable(form, b.keys, qc, 0, heads, scale, got.data(), kKeyBlock);
-      for (int h = 0; h < heads; ++h)
-        for (int r = 0; r < 11; ++r) {
-          double exact = 0, bound = 0, magnitude = 0;
-          for (int i = 0; i < d; ++i) {
-            const double k = b.decoded[size_t(r)][size_t(i)], x = q[size_t(h * d + i)];
-            const int g = i / form.group;
-            exact += x * k;
-            magnitude += std::fabs(x * k);
-            bound += qc.d[size_t(h * kMaxCodeGroups + g)] / 2 * std::fabs(k - b.keys.b[g][r]);
-          }
-          const double err = std::fabs(double(got[size_t(h * kKeyBlock + r)]) - scale * exact);
-          EXPECT_LE(err, scale * (bound + 1e-5 * magnitude) + 1e-30)
-              << kv_codec_name(s) << " d " << d << " head " << h << " key " << r;
-          if (h == 1) EXPECT_NEAR(got[size_t(h * kKeyBlock + r)], 0.0f, 0.0f);  // zero query
+  for_each_form({64, 128}, [&](const KVCodec& codec, const KeyCodeForm& form) {
+    const KVCodecSpec& s = codec.spec();
+    const int d = codec.head_dim();
+    const Block b = prepare(codec, form, key_rows(codec, 11, 4), 11);  // a partial block
+    std::vector<float> q = normal(size_t(heads * d), 5);
+    for (int i = 0; i < d; ++i) q[size_t(i)] *= 4.0f;  // uneven magnitudes per head
+    for (int i = 0; i < d; ++i) q[size_t(d + i)] = 0.0f;  // an all-zero head: d_g = 0
+    const QueryCodes qc = quantize_query_codes(form, q.data(), heads);
+    std::vector<float> got(size_t(heads * kKeyBlock));
+    score_codes_portable(form, b.keys, qc, 0, heads, scale, got.data(), kKeyBlock);
+    for (int h = 0; h < heads; ++h)
+      for (int r = 0; r < 11; ++r) {
+        double exact = 0, bound = 0, magnitude = 0;
+        for (int i = 0; i < d; ++i) {
+          const double k = b.decoded[size_t(r)][size_t(i)], x = q[size_t(h * d + i)];
+          const int g = i / form.group;
+          exact += x * k;
+          magnitude += std::fabs(x * k);
+          bound += qc.d[size_t(h * kMaxCodeGroups + g)] / 2 * std::fabs(k - b.keys.b[g][r]);
         }
-    }
-  }
+        const double err = std::fabs(double(got[size_t(h * kKeyBlock + r)]) - scale * exact);
+        EXPECT_LE(err, scale * (bound + 1e-5 * magnitude) + 1e-30)
+            << kv_codec_name(s) << " d " << d << " head " << h << " key " << r;
+        if (h == 1) EXPECT_NEAR(got[size_t(h * kKeyBlock + r)], 0.0f, 0.0f);  // zero query
+      }
+  });
 }
 
 TEST(AttentionCodes, Avx512KernelsEqualPortableBitForBit) {
   if (key_code_kernels(Isa::kAvx512).score != score_codes_avx512) GTEST_SKIP() << "no AVX-512 VNNI";
   const int heads = 7;
-  for (int d : {64, 128, 256}) {
-    for (const KVCodecSpec& s : coded_specs()) {
-      if (s.kind == KVCodecKind::kAffine && s.group_size > d) continue;
-      const KVCodec codec(s, d);
-      const KeyCodeForm form = *key_code_form(codec);
-      const Block b = prepare(codec, form, key_rows(codec, 13, 6), 13);
-      KeyCodeBlock simd_keys;
-      const uint8_t* ptr[13];
-      for (int r = 0; r < 13; ++r) ptr[r] = b.rows.data() + size_t(r) * codec.key_row_bytes();
-      prepare_key_codes_avx512(form, ptr, 13, simd_keys);
-      for (int r = 0; r < kKeyBlock; ++r)
-        EXPECT_EQ(std::memcmp(simd_keys.codes[r], b.keys.codes[r], size_t(d)), 0) << kv_codec_name(s) << " key " << r;
-      EXPECT_EQ(std::memcmp(simd_keys.a, b.keys.a, sizeof(b.keys.a[0]) * size_t(form.groups())), 0) << kv_codec_name(s);
-      EXPECT_EQ(std::memcmp(simd_keys.b, b.keys.b, sizeof(b.keys.b[0]) * size_t(form.groups())), 0) << kv_codec_name(s);
-      const std::vector<float> q = normal(size_t(2 * heads * d), 7);
-      const QueryCodes qc = quantize_query_codes(form, q.data(), 2 * heads);
-      std::vector<float> portable(size_t(heads * 20)), simd(portable.size());
-      score_codes_portable(form, b.keys, qc, heads, heads, 0.3f, portable.data(), 20);
-      score_codes_avx512(form, simd_keys, qc, heads, heads, 0.3f, simd.data(), 20);
-      for (int h = 0; h < heads; ++h)  // the stride's gaps are not written
-        EXPECT_EQ(std::memcmp(portable.data() + h * 20, simd.data() + h * 20, kKeyBlock * sizeof(float)), 0)
-            << kv_codec_name(s) << " d " << d << " head " << h;
-    }
-  }
+  for_each_form({64, 128, 256}, [&](const KVCodec& codec, const KeyCodeForm& form) {
+    const KVCodecSpec& s = codec.spec();
+    const int d = codec.head_dim();
+    const Block b = prepare(codec, form, key_rows(codec, 13, 6), 13);
+    KeyCodeBlock simd_keys;
+    const uint8_t* ptr[13];
+    for (int r = 0; r < 13; ++r) ptr[r] = b.rows.data() + size_t(r) * codec.key_row_bytes();
+    prepare_key_codes_avx512(form, ptr, 13, simd_keys);
+    for (int r = 0; r < kKeyBlock; ++r)
+      EXPECT_EQ(std::memcmp(simd_keys.codes[r], b.keys.codes[r], size_t(d)), 0) << kv_codec_name(s) << " key " << r;
+    EXPECT_EQ(std::memcmp(simd_keys.a, b.keys.a, sizeof(b.keys.a[0]) * size_t(form.groups())), 0) << kv_codec_name(s);
+    EXPECT_EQ(std::memcmp(simd_keys.b, b.keys.b, sizeof(b.keys.b[0]) * size_t(form.groups())), 0) << kv_codec_name(s);
+    const std::vector<float> q = normal(size_t(2 * heads * d), 7);
+    const QueryCodes qc = quantize_query_codes(form, q.data(), 2 * heads);
+    std::vector<float> portable(size_t(heads * 20)), simd(portable.size());
+    score_codes_portable(form, b.keys, qc, heads, heads, 0.3f, portable.data(), 20);
+    score_codes_avx512(form, simd_keys, qc, heads, heads, 0.3f, simd.data(), 20);
+    for (int h = 0; h < heads; ++h)  // the stride's gaps are not written
+      EXPECT_EQ(std::memcmp(portable.data() + h * 20, simd.data() + h * 20, kKeyBlock * sizeof(float)), 0)
+          << kv_codec_name(s) << " d " << d << " head " << h;
+  });
 }
 
 TEST(AttentionCodes, Avx2KernelEqualsPortableBitForBit) {
   if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
   const int heads = 7;
-  for (int d : {64, 128}) {
-    for (const KVCodecSpec& s : coded_specs()) {
-      if (s.kind == KVCodecKind::kAffine && s.group_size > d) continue;
-      const KVCodec codec(s, d);
-      const KeyCodeForm form = *key_code_form(codec);
-      const Block b = prepare(codec, form, key_rows(codec, 9, 8), 9);
-      const std::vector<float> q = normal(size_t(heads * d), 9);
-      const QueryCodes qc = quantize_query_codes(form, q.data(), heads);
-      std::vector<float> portable(size_t(heads * kKeyBlock)), simd(portable.size());
-      score_codes_portable(form, b.keys, qc, 0, heads, 0.3f, portable.data(), kKeyBlock);
-      score_codes_avx2(form, b.keys, qc, 0, heads, 0.3f, simd.data(), kKeyBlock);
-      EXPECT_TRUE(same_bits(portable, simd)) << kv_codec_name(s) << " d " << d;
-    }
-  }
+  for_each_form({64, 128}, [&](const KVCodec& codec, const KeyCodeForm& form) {
+    const KVCodecSpec& s = codec.spec();
+    const int d = codec.head_dim();
+    const Block b = prepare(codec, form, key_rows(codec, 9, 8), 9);
+    const std::vector<float> q = normal(size_t(heads * d), 9);
+    const QueryCodes qc = quantize_query_codes(form, q.data(), heads);
+    std::vector<float> portable(size_t(heads * kKeyBlock)), simd(portable.size());
+    score_codes_portable(form, b.keys, qc, 0, heads, 0.3f, portable.data(), kKeyBlock);
+    score_codes_avx2(form, b.keys, qc, 0, heads, 0.3f, simd.data(), kKeyBlock);
+    EXPECT_TRUE(same_bits(portable, simd)) << kv_codec_name(s) << " d " << d;
+  });
 }
 
 }  // namespace

@@ -108,16 +108,14 @@ void prepare_key_codes_portable(const KeyCodeForm& f, const uint8_t* const* rows
 void score_codes_portable(const KeyCodeForm& f, const KeyCodeBlock& keys, const QueryCodes& q,
                           int64_t first, int heads, float scale, float* s, size_t stride) {
   for (int h = 0; h < heads; ++h) {
-    const int64_t row = first + h;
-    const int8_t* qq = q.q.data() + row * q.dim;
-    const size_t at = size_t(row * kMaxCodeGroups);
+    const QueryCodes::Head qh = q.head(first + h);
     for (int r = 0; r < kKeyBlock; ++r) {
       const uint8_t* u = keys.codes[r];
       float acc = 0.0f;
       for (int g = 0; g < f.groups(); ++g) {
-        int32_t p = q.base[at + size_t(g)];
-        for (int i = g * f.group; i < (g + 1) * f.group; ++i) p += int32_t(u[i]) * int32_t(qq[i]);
-        const float t = keys.a[g][r] * (q.d[at + size_t(g)] * float(p)) + keys.b[g][r] * q.sq[at + size_t(g)];
+        int32_t p = qh.base[g];
+        for (int i = g * f.group; i < (g + 1) * f.group; ++i) p += int32_t(u[i]) * int32_t(qh.q[i]);
+        const float t = keys.a[g][r] * (qh.d[g] * float(p)) + keys.b[g][r] * qh.sq[g];
         acc = acc + t;
       }
       s[size_t(h) * stride + size_t(r)] = acc * scale;

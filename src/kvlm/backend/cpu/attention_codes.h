@@ -58,6 +58,17 @@ struct QueryCodes {
   std::vector<float> d, sq;   // [rows, kMaxCodeGroups]: d_g and sq_g, zero past the groups
   std::vector<int32_t> base;  // [rows, kMaxCodeGroups]: -m * (the group's sum of qq)
   int64_t dim = 0;
+
+  // One row's codes and its groups' d, sq and base.
+  struct Head {
+    const int8_t* q;
+    const float *d, *sq;
+    const int32_t* base;
+  };
+  Head head(int64_t row) const {
+    const size_t at = size_t(row * kMaxCodeGroups);
+    return {q.data() + row * dim, d.data() + at, sq.data() + at, base.data() + at};
+  }
 };
 
 QueryCodes quantize_query_codes(const KeyCodeForm& form, const float* q, int64_t rows);

@@ -28,26 +28,24 @@ KVLM_TARGET void score_codes_avx2(const KeyCodeForm& f, const KeyCodeBlock& keys
                                   int64_t first, int heads, float scale, float* s, size_t stride) {
   const int G = f.group;
   for (int h = 0; h < heads; ++h) {
-    const int64_t row = first + h;
-    const int8_t* qq = q.q.data() + row * q.dim;
-    const size_t at = size_t(row * kMaxCodeGroups);
+    const QueryCodes::Head qh = q.head(first + h);
     for (int k0 = 0; k0 < kKeyBlock; k0 += kKeys) {
       __m256 acc = _mm256_setzero_ps();
       for (int g = 0; g < f.groups(); ++g) {
         __m256i p[kKeys];
         for (int r = 0; r < kKeys; ++r) p[r] = _mm256_setzero_si256();
         for (int i = g * G; i < (g + 1) * G; i += 16) {
-          const __m256i qv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qq + i)));
+          const __m256i qv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qh.q + i)));
 #pragma GCC unroll 8
           for (int r = 0; r < kKeys; ++r) {
             const __m256i u = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(keys.codes[k0 + r] + i)));
             p[r] = _mm256_add_epi32(p[r], _mm256_madd_epi16(u, qv));
           }
         }
-        const __m256i sums = _mm256_add_epi32(sum_keys(p), _mm256_set1_epi32(q.base[at + size_t(g)]));
-        const __m256 x = _mm256_mul_ps(_mm256_set1_ps(q.d[at + size_t(g)]), _mm256_cvtepi32_ps(sums));
+        const __m256i sums = _mm256_add_epi32(sum_keys(p), _mm256_set1_epi32(qh.base[g]));
+        const __m256 x = _mm256_mul_ps(_mm256_set1_ps(qh.d[g]), _mm256_cvtepi32_ps(sums));
         const __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(keys.a[g] + k0), x),
-                                       _mm256_mul_ps(_mm256_load_ps(keys.b[g] + k0), _mm256_set1_ps(q.sq[at + size_t(g)])));
+                                       _mm256_mul_ps(_mm256_load_ps(keys.b[g] + k0), _mm256_set1_ps(qh.sq[g])));
         acc = _mm256_add_ps(acc, t);
       }
       _mm256_storeu_ps(s + size_t(h) * stride + size_t(k0), _mm256_mul_ps(acc, _mm256_set1_ps(scale)));

@@ -58,11 +58,10 @@ KVLM_TARGET inline void sum_key_halves(const __m512i (&acc)[16], __m512i& lo, __
 
 // acc + t_g for the 16 keys, P their integer sums without the centring term.
 KVLM_TARGET inline __m512 add_group(__m512 acc, __m512i p, const KeyCodeBlock& keys, int g,
-                                    const QueryCodes& q, size_t at) {
-  const __m512 x = _mm512_mul_ps(_mm512_set1_ps(q.d[at + size_t(g)]),
-                                 _mm512_cvtepi32_ps(_mm512_add_epi32(p, _mm512_set1_epi32(q.base[at + size_t(g)]))));
+                                    const QueryCodes::Head& q) {
+  const __m512 x = _mm512_mul_ps(_mm512_set1_ps(q.d[g]), _mm512_cvtepi32_ps(_mm512_add_epi32(p, _mm512_set1_epi32(q.base[g]))));
   const __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(keys.a[g]), x),
-                                 _mm512_mul_ps(_mm512_load_ps(keys.b[g]), _mm512_set1_ps(q.sq[at + size_t(g)])));
+                                 _mm512_mul_ps(_mm512_load_ps(keys.b[g]), _mm512_set1_ps(q.sq[g])));
   return _mm512_add_ps(acc, t);
 }
 
@@ -114,29 +113,27 @@ KVLM_TARGET void score_codes_avx512(const KeyCodeForm& f, const KeyCodeBlock& ke
                                     int64_t first, int heads, float scale, float* s, size_t stride) {
   const int G = f.group;
   for (int h = 0; h < heads; ++h) {
-    const int64_t row = first + h;
-    const int8_t* qq = q.q.data() + row * q.dim;
-    const size_t at = size_t(row * kMaxCodeGroups);
+    const QueryCodes::Head qh = q.head(first + h);
     __m512 acc = _mm512_setzero_ps();
     __m512i p[kKeyBlock];
     if (G == 32) {
       for (int c = 0; c < f.pieces(); ++c) {
-        const __m512i qv = load(qq + c * kCodePiece);
+        const __m512i qv = load(qh.q + c * kCodePiece);
         KVLM_UNROLL for (int r = 0; r < kKeyBlock; ++r)
           p[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), load(keys.codes[r] + c * kCodePiece), qv);
         __m512i lo, hi;
         sum_key_halves(p, lo, hi);
-        acc = add_group(acc, lo, keys, 2 * c, q, at);
-        acc = add_group(acc, hi, keys, 2 * c + 1, q, at);
+        acc = add_group(acc, lo, keys, 2 * c, qh);
+        acc = add_group(acc, hi, keys, 2 * c + 1, qh);
       }
     } else {
       for (int g = 0; g < f.groups(); ++g) {
         KVLM_UNROLL for (int r = 0; r < kKeyBlock; ++r) p[r] = _mm512_setzero_si512();
         for (int i = g * G; i < (g + 1) * G; i += kCodePiece) {
-          const __m512i qv = load(qq + i);
+          const __m512i qv = load(qh.q + i);
           KVLM_UNROLL for (int r = 0; r < kKeyBlock; ++r) p[r] = _mm512_dpbusd_epi32(p[r], load(keys.codes[r] + i), qv);
         }
-        acc = add_group(acc, sum_keys(p), keys, g, q, at);
+        acc = add_group(acc, sum_keys(p), keys, g, qh);
       }
     }
     _mm512_storeu_ps(s + size_t(h) * stride, _mm512_mul_ps(acc, _mm512_set1_ps(scale)));
