@@ -102,6 +102,16 @@ void LinearInt8(benchmark::State& state) {
 }
 BENCHMARK(LinearInt8)->ArgsProduct({{0, 1, 2}, {1, 2}, {1, 8, 128}})->Unit(benchmark::kMillisecond);
 
+// The int8 path's quantization of one decode token's activations (one thread), 4-bit layout,
+// group 64. Arg: width (896: the 0.5B hidden size, the input of q/k/v, o and gate/up; 4864: its
+// MLP width, the input of down).
+void QuantizeInt8(benchmark::State& state) {
+  const int64_t in = state.range(0);
+  const Tensor x = random_f32({1, in}, 13);
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::quantize_int8_acts(x.data<float>(), 1, in, 64, 4));
+}
+BENCHMARK(QuantizeInt8)->Arg(896)->Arg(4864)->Unit(benchmark::kMicrosecond);
+
 // ops::linear (all pool threads) against a bf16 weight larger than the caches, the lm_head of the
 // 0.5B shape (32000 x 896, 57 MB): decode reads it from memory. Arg: M.
 void LinearFromMemory(benchmark::State& state) {

@@ -25,16 +25,35 @@ Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_siz
   a.sx.assign(size_t(T * a.groups_pad), 0.0f);
   // Token rows are independent: they are quantized in parallel (a prefill chunk has hundreds).
   ops::thread_pool().parallel_for(size_t(T), 16, [&](size_t t_begin, size_t t_end) {
+    // Local copies: the int8 stores below may alias anything, so captured values would be
+    // reloaded from memory on every code.
+    const int code_bits = bits, shift = lane_shift;
+    const int32_t mid = m;
+    const int64_t per_lane = int64_t(1) << shift, G = group_size, groups = a.groups;
     for (int64_t t = int64_t(t_begin); t < int64_t(t_end); ++t) {
+      const float* xt = x + t * in;
       int8_t* q = a.q.data() + t * a.stride;
-      for (int64_t g = 0; g < a.groups; ++g) {
-        const Int8Group qg = quantize_int8_group(x + t * in + g * group_size, group_size, [&](int64_t k, int8_t v) {
-          const int64_t i = g * group_size + k, lane = t * a.lanes + (i >> lane_shift);
-          q[int8_act_index(i, bits)] = v;
-          a.base[size_t(lane)] -= m * v;
-        });
-        a.sx[size_t(t * a.groups_pad + g)] = qg.sum;
-        for (int64_t k = 0; k < group_size; ++k) a.d[size_t(t * a.lanes + ((g * group_size + k) >> lane_shift))] = qg.d;
+      // sx_g in index order within each group; looping over the groups innermost lets their
+      // dependency chains overlap (one group after another waited on every add).
+      float* sx = a.sx.data() + t * a.groups_pad;
+      int32_t* base = a.base.data() + t * a.lanes;
+      float* d = a.d.data() + t * a.lanes;
+      for (int64_t k = 0; k < G; ++k)
+        for (int64_t g = 0; g < groups; ++g) sx[g] += xt[g * G + k];
+      for (int64_t g = 0; g < groups; ++g) {
+        const Int8Scale sc = int8_group_scale(xt + g * G, G);
+        if (sc.d == 0.0f) continue;  // codes, d and base stay 0
+        // Lane by lane: each lane's codes summed in a register, its base written once.
+        for (int64_t i = g * G; i < (g + 1) * G; i += per_lane) {
+          int32_t sum = 0;
+          for (int64_t c = i; c < i + per_lane; ++c) {
+            const int8_t v = round_to_int8(xt[c] * sc.inv);
+            q[int8_act_index(c, code_bits)] = v;
+            sum += v;
+          }
+          base[i >> shift] = -mid * sum;
+          d[i >> shift] = sc.d;
+        }
       }
     }
   });

@@ -61,7 +61,24 @@ inline int8_t round_to_int8(float v) {
   return int8_t(int32_t((v + kMagic) - kMagic));
 }
 
-// One group's d_g and sx_g (above).
+// d_g of one group and the factor 127/amax_g that quantizes it (both 0 for an all-zero group).
+struct Int8Scale {
+  float d = 0.0f, inv = 0.0f;
+};
+
+inline Int8Scale int8_group_scale(const float* x, int64_t n) {
+  // Four running maxima (a maximum does not depend on the order; one chain waited on every max).
+  float m[4] = {};
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4)
+    for (int j = 0; j < 4; ++j) m[j] = std::max(m[j], std::fabs(x[k + j]));
+  for (; k < n; ++k) m[0] = std::max(m[0], std::fabs(x[k]));
+  const float amax = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+  if (amax == 0.0f) return {};
+  return {amax / 127.0f, 127.0f / amax};
+}
+
+// One group's d_g and sx_g.
 struct Int8Group {
   float d = 0.0f, sum = 0.0f;
 };
@@ -70,16 +87,12 @@ struct Int8Group {
 // (nothing when the group is all zero, whose codes are 0).
 template <class Store>
 Int8Group quantize_int8_group(const float* x, int64_t n, Store store) {
-  float amax = 0.0f;
   Int8Group g;
-  for (int64_t k = 0; k < n; ++k) {
-    amax = std::max(amax, std::fabs(x[k]));
-    g.sum += x[k];
-  }
-  if (amax == 0.0f) return g;
-  g.d = amax / 127.0f;
-  const float inv = 127.0f / amax;
-  for (int64_t k = 0; k < n; ++k) store(k, round_to_int8(x[k] * inv));
+  for (int64_t k = 0; k < n; ++k) g.sum += x[k];
+  const Int8Scale sc = int8_group_scale(x, n);
+  g.d = sc.d;
+  if (sc.d == 0.0f) return g;
+  for (int64_t k = 0; k < n; ++k) store(k, round_to_int8(x[k] * sc.inv));
   return g;
 }
 
