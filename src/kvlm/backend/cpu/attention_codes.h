@@ -8,9 +8,8 @@
 //   k_i = A_g * (u_i - m) + B_g,   u_i the unsigned code, m = 128,
 //   MLX affine (scale s, bias b):        A = s, B = b + s*m           (k = s*u + b)
 //   TurboQuant k8 (int8 code c; s, z):   u = c + 128, A = s, B = s*z  (k = (c + z)*s)
-// each product and sum rounded once, in that order. 4-bit keys keep the decode path: their int8
-// scores measured a mean KL of 1.5e-3 to 1.8e-3 against exact scores on the default model, above
-// the 1e-3 the int8 paths must meet (docs/kv-codecs.md §11); 8-bit keys measured 5e-5 to 6e-4. A query head q is quantized per key group
+// each product and sum rounded once, in that order. 4-bit keys keep the decode path for now
+// (docs/kv-codecs.md §12: the measure that refused them reflects their step size, not this path). A query head q is quantized per key group
 // with linear_int8.h's rule (d_g = max|q|/127, qq_i = rne(q_i * 127/max|q|), sq_g = the float sum
 // of the group's q in index order). Then, for one query head and one key,
 //   P_g   = sum over the group of (u_i - m) * qq_i                 (int32, exact)
