@@ -15,10 +15,11 @@ namespace {
 
 std::vector<KVCodecSpec> coded_specs() {
   std::vector<KVCodecSpec> specs;
-  for (int g : {32, 64, 128}) specs.push_back(kv_affine_spec(8, g, DType::kBF16));
+  for (int bits : {4, 8})
+    for (int g : {32, 64, 128}) specs.push_back(kv_affine_spec(bits, g, DType::kBF16));
   specs.push_back(kv_affine_spec(8, 64, DType::kF16));
-  specs.push_back(kv_affine_spec(8, 32, DType::kF32));
-  specs.push_back(kv_turbo_spec(8, 3));
+  specs.push_back(kv_affine_spec(4, 32, DType::kF32));
+  for (int k : {4, 8}) specs.push_back(kv_turbo_spec(k, 3));
   return specs;
 }
 
@@ -26,12 +27,11 @@ TEST(AttentionCodes, FormsOfEveryCodec) {
   for (const KVCodecSpec& s : coded_specs()) {
     const auto form = key_code_form(KVCodec(s, 128));
     ASSERT_TRUE(form) << kv_codec_name(s);
-    EXPECT_EQ(form->bits, 8);
+    EXPECT_EQ(form->bits, s.kind == KVCodecKind::kTurbo ? s.key_bits : s.bits);
     EXPECT_EQ(form->group, s.kind == KVCodecKind::kTurbo ? 32 : s.group_size);
   }
   for (const KVCodecSpec& s : {kv_passthrough_spec(DType::kBF16), kv_passthrough_spec(DType::kF32),
                                kv_affine_spec(2, 64, DType::kBF16), kv_affine_spec(3, 32, DType::kBF16),
-                               kv_affine_spec(4, 64, DType::kBF16), kv_turbo_spec(4, 3),
                                kv_affine_spec(5, 64, DType::kBF16), kv_affine_spec(6, 64, DType::kBF16),
                                kv_turbo_spec(2, 3), kv_turbo_spec(5, 3)})
     EXPECT_FALSE(key_code_form(KVCodec(s, 128))) << kv_codec_name(s);
@@ -82,8 +82,10 @@ Block prepare(const KVCodec& codec, const KeyCodeForm& form, std::vector<uint8_t
 
 // Element i of key r as the block states it: A_g * (u - m) + B_g.
 double element(const KeyCodeForm& f, const KeyCodeBlock& k, int r, int i) {
+  // piece order: 8-bit as is; 4-bit halves of 32 hold the even elements, then the odd ones
+  const int pos = f.bits == 8 ? i : i / 32 * 32 + (i % 32) % 2 * 16 + (i % 32) / 2;
   const int g = i / f.group, m = 1 << (f.bits - 1);
-  return double(k.a[g][r]) * (int(k.codes[r][i]) - m) + double(k.b[g][r]);
+  return double(k.a[g][r]) * (int(k.codes[r][pos]) - m) + double(k.b[g][r]);
 }
 
 TEST(AttentionCodes, KeyBlocksReproduceTheDecodedKeys) {

@@ -148,7 +148,7 @@ struct AttentionParams {
   float scale = 1.0f;     // multiplies q·k
   int64_t window = 0;     // sliding window (keys p-window+1 .. p); 0 = full causal
   // kInt8: MLX affine and TurboQuant caches take the int8 path (backend/cpu/attention_codes.h):
-  // keys of 8-bit codes scored on their codes against int8 queries, values accumulated with
+  // keys of 4/8-bit codes scored on their codes against int8 queries, values accumulated with
   // fused multiply-adds. kExact, and passthrough codecs, keep the reference's arithmetic.
   MatmulPath kv_path = MatmulPath::kExact;
 };

@@ -102,7 +102,7 @@ CLI::Option* add_matmul_option(CLI::App& app, ops::MatmulPath& matmul, const std
             matmul = *path;
           },
           help.empty() ? "Products with quantized operands: int8 (int8 activations against MLX affine "
-                         "4/8-bit weights, int8 queries against 8-bit compressed keys, fused value sums) "
+                         "4/8-bit weights, int8 queries against 4/8-bit compressed keys, fused value sums) "
                          "or exact (dequantized f32)"
                        : help)
       ->default_str(matmul_path_name(matmul));

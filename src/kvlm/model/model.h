@@ -38,7 +38,7 @@ struct ModelLoadOptions {
   // path is ~3e-4 on the default model and fixtures, docs/decisions.md) or exact dequantization.
   // Dense weights and other code widths are always exact. The same choice applies to attention's
   // scores against compressed keys (AttentionParams::kv_path: int8 queries against MLX affine
-  // 8-bit and TurboQuant k8 codes, cpu/attention_codes.h).
+  // 4/8-bit and TurboQuant k4/k8 codes, cpu/attention_codes.h).
   ops::MatmulPath matmul = ops::MatmulPath::kInt8;
 };
 

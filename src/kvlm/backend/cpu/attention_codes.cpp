@@ -12,24 +12,16 @@ namespace kvlm::cpu {
 
 namespace {
 
-// The bytes of a row's codes, before its parameters.
-size_t code_bytes(const KeyCodeForm& f) { return size_t(f.head_dim) * size_t(f.bits) / 8; }
-
-// TurboQuant's int8 codes + 128, eight at a time in a 64-bit word (this runs for every key of the
-// cache).
-void unsigned_codes(const KeyCodeForm& f, const uint8_t* row, uint8_t* out) {
-  constexpr uint64_t kTop = 0x8080808080808080ull;
-  for (int i = 0; i < f.head_dim; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, row + i, 8);
-    w ^= kTop;
-    std::memcpy(out + i, &w, 8);
-  }
+// Where element i of a row sits in piece order.
+int64_t piece_position(int64_t i, int bits) {
+  if (bits == 8) return i;
+  const int64_t half = i / 32 * 32, e = i % 32;
+  return half + (e % 2) * 16 + e / 2;
 }
 
 // A_g and B_g of the row's groups (attention_codes.h), written for key r.
 void row_params(const KeyCodeForm& f, const uint8_t* row, int r, KeyCodeBlock& out) {
-  const uint8_t* p = row + code_bytes(f);
+  const uint8_t* p = row + f.code_bytes();
   const size_t psize = dtype_size(f.params);
   const int groups = f.groups();
   const float m = float(1 << (f.bits - 1));
@@ -38,11 +30,31 @@ void row_params(const KeyCodeForm& f, const uint8_t* row, int r, KeyCodeBlock& o
     const float second = load_kv_scalar(p + size_t(groups + g) * psize, f.params);  // bias or zero
     out.a[g][r] = s;
     if (!f.turbo) out.b[g][r] = second + s * m;
-    else out.b[g][r] = s * second;
+    else out.b[g][r] = f.bits == 8 ? s * second : s * (second + m);
   }
 }
 
 }  // namespace
+
+void rewrite_key_codes(const KeyCodeForm& f, const uint8_t* row, uint8_t* out) {
+  constexpr uint64_t kTop = 0x8080808080808080ull, kLow = 0x0F0F0F0F0F0F0F0Full;
+  const auto word = [](const uint8_t* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  };
+  const auto put = [](uint8_t* p, uint64_t w) { std::memcpy(p, &w, 8); };
+  if (f.bits == 8) {
+    for (int i = 0; i < f.head_dim; i += 8) put(out + i, word(row + i) ^ kTop);
+    return;
+  }
+  for (int h = 0; h < f.head_dim / 32; ++h)
+    for (int j = 0; j < 16; j += 8) {
+      const uint64_t w = word(row + 16 * h + j);
+      put(out + 32 * h + j, w & kLow);
+      put(out + 32 * h + 16 + j, (w >> 4) & kLow);
+    }
+}
 
 std::optional<KeyCodeForm> key_code_form(const KVCodec& codec) {
   const KVCodecSpec& s = codec.spec();
@@ -56,7 +68,7 @@ std::optional<KeyCodeForm> key_code_form(const KVCodec& codec) {
   } else {
     return std::nullopt;
   }
-  if (f.bits != 8) return std::nullopt;
+  if (f.bits != 4 && f.bits != 8) return std::nullopt;
   return f;
 }
 
@@ -74,7 +86,7 @@ QueryCodes quantize_query_codes(const KeyCodeForm& f, const float* q, int64_t ro
       const size_t at = size_t(r * kMaxCodeGroups + g);
       int32_t sum = 0;
       const Int8Group qg = quantize_int8_group(q + r * f.head_dim + g * f.group, f.group, [&](int64_t k, int8_t v) {
-        qq[g * f.group + k] = v;
+        qq[piece_position(g * f.group + k, f.bits)] = v;
         sum += v;
       });
       out.d[at] = qg.d;
@@ -86,7 +98,7 @@ QueryCodes quantize_query_codes(const KeyCodeForm& f, const float* q, int64_t ro
 }
 
 void prepare_key_codes_portable(const KeyCodeForm& f, const uint8_t* const* rows, int count, KeyCodeBlock& out) {
-  const bool rewrite = f.turbo;  // MLX affine rows hold unsigned codes already
+  const bool rewrite = f.turbo || f.bits == 4;  // MLX affine 8-bit rows are piece order already
   if (rewrite) out.bytes.resize(size_t(kKeyBlock) * size_t(f.head_dim));
   for (int r = 0; r < kKeyBlock; ++r) {
     if (r >= count) {
@@ -96,7 +108,7 @@ void prepare_key_codes_portable(const KeyCodeForm& f, const uint8_t* const* rows
     }
     if (rewrite) {
       uint8_t* dst = out.bytes.data() + size_t(r) * size_t(f.head_dim);
-      unsigned_codes(f, rows[r], dst);
+      rewrite_key_codes(f, rows[r], dst);
       out.codes[r] = dst;
     } else {
       out.codes[r] = rows[r];

@@ -87,25 +87,30 @@ KVLM_TARGET void prepare_key_codes_avx512(const KeyCodeForm& f, const uint8_t* c
                                           KeyCodeBlock& out) {
   const uint8_t* row[kKeyBlock];
   for (int r = 0; r < kKeyBlock; ++r) row[r] = rows[r < count ? r : 0];
-  if (f.turbo) {
+  if (f.turbo || f.bits == 4) {
     out.bytes.resize(size_t(kKeyBlock) * size_t(f.head_dim));
     const __m512i top = _mm512_set1_epi8(char(0x80));
     for (int r = 0; r < kKeyBlock; ++r) {
       uint8_t* dst = out.bytes.data() + size_t(r) * size_t(f.head_dim);
-      for (int i = 0; i < f.head_dim; i += kCodePiece) _mm512_storeu_si512(dst + i, _mm512_xor_si512(load(row[r] + i), top));
+      if (f.bits == 4) rewrite_key_codes(f, row[r], dst);
+      else
+        for (int i = 0; i < f.head_dim; i += kCodePiece) _mm512_storeu_si512(dst + i, _mm512_xor_si512(load(row[r] + i), top));
       out.codes[r] = dst;
     }
   } else {
     for (int r = 0; r < kKeyBlock; ++r) out.codes[r] = row[r];
   }
-  const size_t codes = size_t(f.head_dim), psize = dtype_size(f.params);
+  const size_t codes = f.code_bytes(), psize = dtype_size(f.params);
   const int groups = f.groups();
   const __m512 m = _mm512_set1_ps(float(1 << (f.bits - 1)));
   for (int g = 0; g < groups; ++g) {
     const __m512 s = param16(row, codes + size_t(g) * psize, f.params);
     const __m512 second = param16(row, codes + size_t(groups + g) * psize, f.params);
     _mm512_store_ps(out.a[g], s);
-    _mm512_store_ps(out.b[g], f.turbo ? _mm512_mul_ps(s, second) : _mm512_add_ps(second, _mm512_mul_ps(s, m)));
+    const __m512 b = !f.turbo ? _mm512_add_ps(second, _mm512_mul_ps(s, m))
+                     : f.bits == 8 ? _mm512_mul_ps(s, second)
+                                   : _mm512_mul_ps(s, _mm512_add_ps(second, m));
+    _mm512_store_ps(out.b[g], b);
   }
 }
 
