@@ -76,12 +76,21 @@ TEST(EngineLifecycle, CancelWhileWaitingAndUnknownIds) {
   Engine engine(model, test::bundled_tokenizer(), {1, 512, 2048, 0});
   std::mt19937 rng(3);
   Collector c;
-  const RequestId first = engine.submit(greedy(test::random_tokens(rng, 8), 60), c.callback(0));
+  // The first request is cancelled from inside its own callback at its 2nd event: cancelled from
+  // the test thread, a fast enough engine finished all 60 tokens first. The callback waits for its
+  // id, which arrives only after the second request has been cancelled while still queued.
+  std::promise<RequestId> first_id;
+  std::shared_future<RequestId> first_ready = first_id.get_future().share();
+  auto record = c.callback(0);
+  int seen = 0;
+  const RequestId first = engine.submit(greedy(test::random_tokens(rng, 8), 60), [&](const TokenEvent& ev) {
+    record(ev);
+    if (++seen == 2) engine.cancel(first_ready.get());
+  });
   const RequestId second = engine.submit(greedy(test::random_tokens(rng, 8), 5), c.callback(1));
   engine.cancel(second);  // still queued behind the first (max_batch 1)
   engine.cancel(987654);  // never issued: ignored
-  c.wait_events(0, 2);
-  engine.cancel(first);
+  first_id.set_value(first);
   const auto got = c.wait(2);
   EXPECT_EQ(got.at(1).reason, FinishReason::kCancelled);
   EXPECT_EQ(got.at(1).events, 1);
@@ -404,15 +413,25 @@ TEST(EngineStream, TokenStreamDeliversEverythingThenNullopt) {
   EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total - s.prefix_cache_bytes / (16 * 512));
 }
 
+// A callback that takes a millisecond per event: a request then outlasts any scheduling delay of
+// the test thread between two of its calls.
+TokenCallback slowly(TokenCallback inner) {
+  return [inner](const TokenEvent& ev) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    inner(ev);
+  };
+}
+
 TEST(EngineShutdown, FinishRunningOrCancel) {
   auto model = test::load_fixture("llama_untied_bias", kPoolBytes);
   std::mt19937 rng(14);
   Collector c;
   {
     Engine engine(model, test::bundled_tokenizer(), {1, 512, 2048, 0});
-    // 100 tokens, so that the running request cannot finish (and admit the waiting one) between
-    // its first token and the shutdown call.
-    engine.submit(greedy(test::random_tokens(rng, 5), 100), c.callback(0));
+    // 100 tokens at a millisecond each (the callback runs on the engine thread), so that the
+    // running request cannot finish (and admit the waiting one) between its first token and the
+    // shutdown call, however fast the engine and however late this thread runs.
+    engine.submit(greedy(test::random_tokens(rng, 5), 100), slowly(c.callback(0)));
     engine.submit(greedy(test::random_tokens(rng, 5), 30), c.callback(1));  // waits: max_batch 1
     c.wait_events(0, 1);
     engine.shutdown(true);
@@ -426,7 +445,7 @@ TEST(EngineShutdown, FinishRunningOrCancel) {
   Collector d;
   {
     Engine engine(model, test::bundled_tokenizer(), {2, 512, 2048, 0});
-    engine.submit(greedy(test::random_tokens(rng, 5), 100), d.callback(0));
+    engine.submit(greedy(test::random_tokens(rng, 5), 100), slowly(d.callback(0)));
     d.wait_events(0, 1);
   }  // the destructor cancels
   EXPECT_EQ(d.wait(1).at(0).reason, FinishReason::kCancelled);
