@@ -137,5 +137,34 @@ TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
   expect_paths_equal(affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16), 40, "affine4");
 }
 
+TEST(LinearRows, PanelOrderGivesTheRowMajorBits) {
+  // 37 rows end in a panel of 5; row ranges from 0, 1 and 11 start inside panels.
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
+    for (int64_t in : {16, 96, 400}) {
+      const int64_t R = 37;
+      const TestWeight tw = dense(normal(size_t(R * in), uint32_t(in + 3)), R, in, dt);
+      const ops::Weight panels = ops::panel_weight(tw.w);
+      ASSERT_TRUE(panels.panels);
+      for (int64_t T : {1, 3, 8, 17}) {
+        const auto x = normal(size_t(T * in), uint32_t(T + in));
+        for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+          if (!isa_supported(isa)) continue;
+          for (int64_t r0 : {0, 1, 11})
+            EXPECT_TRUE(same_bits(run(isa, x, T, tw.w, r0, R - r0), run(isa, x, T, panels, r0, R - r0)))
+                << isa_name(isa) << " " << dtype_name(dt) << " in=" << in << " T=" << T << " r0=" << r0;
+        }
+      }
+      const std::vector<int32_t> ids = {0, 7, 8, 36, 12};
+      const Tensor want = ops::embedding(tw.w, ids), got = ops::embedding(panels, ids);
+      EXPECT_EQ(std::memcmp(want.raw(), got.raw(), size_t(want.nbytes())), 0) << dtype_name(dt);
+    }
+}
+
+TEST(LinearRows, PanelOrderLeavesOtherWeightsAlone) {
+  // A width that is not whole blocks, and MLX affine codes, stay in the checkpoint's layout.
+  EXPECT_FALSE(ops::panel_weight(dense(normal(17 * 5, 1), 5, 17, DType::kBF16).w).panels);
+  EXPECT_FALSE(ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 4, 64, DType::kBF16).w).panels);
+}
+
 }  // namespace
 }  // namespace kvlm::cpu

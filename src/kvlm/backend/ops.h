@@ -44,6 +44,8 @@ struct Weight {
   Tensor bias;                     // optional additive bias [out] (any float dtype); undefined = none
   int64_t out_features = 0, in_features = 0;
   MatmulPath matmul = MatmulPath::kExact;  // ignored by dense weights and embedding()
+  bool panels = false;             // dense `weight` in the decode layout of cpu/panels.h
+
 
   bool has_bias() const { return bias.defined(); }
 };
@@ -53,6 +55,11 @@ Weight dense_weight(const Tensor& w, const Tensor& bias = Tensor());
 // Builds an MLX affine Weight; the unpacked input width comes from the packed shape and `spec`.
 Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& biases,
                      const AffineSpec& spec, const Tensor& bias = Tensor());
+
+// The same weight in the layout decode reads fastest: a dense weight whose input width is a
+// multiple of 16 is copied once into panel order (cpu/panels.h; same values, same results); any
+// other weight is returned unchanged. Model loading applies it to every linear layer.
+Weight panel_weight(const Weight& w);
 
 // ---- Elementwise and row ops -----------------------------------------------------------------
 

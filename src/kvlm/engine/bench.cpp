@@ -176,6 +176,7 @@ Json run_bench(const BenchOptions& o) {
   ModelLoadOptions lo;
   lo.kv_quant = o.kv_quant;
   lo.matmul = o.matmul;
+  lo.panel_weights = o.panel_weights;
   const Checkpoint ckpt = Checkpoint::open(o.model_dir);
   {
     const ModelConfig c = parse_model_config(ckpt.config(), ckpt.generation_config(),

@@ -18,9 +18,9 @@ struct LayerWeights {
 };
 
 // A linear module `name` ([out, in]) in whichever format the checkpoint stores it, with its
-// optional additive bias.
+// optional additive bias; with `panels`, dense weights in the decode layout (ops::panel_weight).
 ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t out, int64_t in,
-                        ops::MatmulPath matmul) {
+                        ops::MatmulPath matmul, bool panels) {
   const Tensor bias = ck.has(name + ".bias") ? ck.tensor_checked(name + ".bias", {out}) : Tensor();
   if (const std::optional<AffineSpec> q = ck.quantization_for(name)) {
     check_affine_spec(*q, name);
@@ -34,7 +34,8 @@ ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t o
     w.matmul = matmul;
     return w;
   }
-  return ops::dense_weight(ck.tensor_checked(name + ".weight", {out, in}), bias);
+  const ops::Weight w = ops::dense_weight(ck.tensor_checked(name + ".weight", {out, in}), bias);
+  return panels ? ops::panel_weight(w) : w;
 }
 
 // MLX conversions of multimodal checkpoints nest the text model under "language_model.".
@@ -61,21 +62,21 @@ struct Model::Impl {
   std::unique_ptr<KVPool> pool;
 
   explicit Impl(Checkpoint c) : ckpt(std::move(c)) {}
-  void load_weights(ops::MatmulPath matmul);
+  void load_weights(ops::MatmulPath matmul, bool panels);
   void check_batch(const Batch& b) const;
   Tensor attention_block(const LayerWeights& lw, int layer, const Tensor& x, const Batch& b,
                          const std::vector<int32_t>& positions) const;
   Tensor mlp_block(const LayerWeights& lw, const Tensor& x) const;
 };
 
-void Model::Impl::load_weights(ops::MatmulPath matmul) {
+void Model::Impl::load_weights(ops::MatmulPath matmul, bool panels) {
   const ModelConfig& c = cfg;
   const std::string p = weight_prefix(ckpt);
   const int64_t H = c.hidden_size, q_out = int64_t(c.num_heads) * c.head_dim,
                 kv_out = int64_t(c.num_kv_heads) * c.head_dim, I = c.intermediate_size;
-  embed = load_linear(ckpt, p + "model.embed_tokens", c.vocab_size, H, matmul);
+  embed = load_linear(ckpt, p + "model.embed_tokens", c.vocab_size, H, matmul, panels);
   const bool tied = c.tie_word_embeddings || !ckpt.has(p + "lm_head.weight");
-  head = tied ? embed : load_linear(ckpt, p + "lm_head", c.vocab_size, H, matmul);
+  head = tied ? embed : load_linear(ckpt, p + "lm_head", c.vocab_size, H, matmul, panels);
   final_norm = ckpt.tensor_checked(p + "model.norm.weight", {H});
   const float scale = float(std::pow(double(c.head_dim), -0.5));
   for (int i = 0; i < c.num_layers; ++i) {
@@ -83,17 +84,17 @@ void Model::Impl::load_weights(ops::MatmulPath matmul) {
     LayerWeights w;
     w.input_norm = ckpt.tensor_checked(l + "input_layernorm.weight", {H});
     w.post_attention_norm = ckpt.tensor_checked(l + "post_attention_layernorm.weight", {H});
-    w.q = load_linear(ckpt, l + "self_attn.q_proj", q_out, H, matmul);
-    w.k = load_linear(ckpt, l + "self_attn.k_proj", kv_out, H, matmul);
-    w.v = load_linear(ckpt, l + "self_attn.v_proj", kv_out, H, matmul);
-    w.o = load_linear(ckpt, l + "self_attn.o_proj", H, q_out, matmul);
+    w.q = load_linear(ckpt, l + "self_attn.q_proj", q_out, H, matmul, panels);
+    w.k = load_linear(ckpt, l + "self_attn.k_proj", kv_out, H, matmul, panels);
+    w.v = load_linear(ckpt, l + "self_attn.v_proj", kv_out, H, matmul, panels);
+    w.o = load_linear(ckpt, l + "self_attn.o_proj", H, q_out, matmul, panels);
     if (c.qk_norm) {
       w.q_norm = ckpt.tensor_checked(l + "self_attn.q_norm.weight", {c.head_dim});
       w.k_norm = ckpt.tensor_checked(l + "self_attn.k_norm.weight", {c.head_dim});
     }
-    w.gate = load_linear(ckpt, l + "mlp.gate_proj", I, H, matmul);
-    w.up = load_linear(ckpt, l + "mlp.up_proj", I, H, matmul);
-    w.down = load_linear(ckpt, l + "mlp.down_proj", H, I, matmul);
+    w.gate = load_linear(ckpt, l + "mlp.gate_proj", I, H, matmul, panels);
+    w.up = load_linear(ckpt, l + "mlp.up_proj", I, H, matmul, panels);
+    w.down = load_linear(ckpt, l + "mlp.down_proj", H, I, matmul, panels);
     w.attention = {scale, c.layer_window[size_t(i)], matmul};
     layers.push_back(std::move(w));
   }
@@ -103,7 +104,7 @@ std::unique_ptr<Model> Model::load(const std::string& model_dir, const ModelLoad
   auto impl = std::make_unique<Impl>(Checkpoint::open(model_dir));
   impl->cfg = parse_model_config(impl->ckpt.config(), impl->ckpt.generation_config(),
                                  impl->ckpt.config_path());
-  impl->load_weights(opts.matmul);
+  impl->load_weights(opts.matmul, opts.panel_weights);
   KVPoolConfig pc;
   pc.n_layers = impl->cfg.num_layers;
   pc.n_kv_heads = impl->cfg.num_kv_heads;

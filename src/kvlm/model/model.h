@@ -40,6 +40,10 @@ struct ModelLoadOptions {
   // scores against compressed keys (AttentionParams::kv_path: int8 queries against MLX affine
   // 4/8-bit and TurboQuant k4/k8 codes, cpu/attention_codes.h).
   ops::MatmulPath matmul = ops::MatmulPath::kInt8;
+  // Copy dense weights into the panel order of cpu/panels.h at load (ops::panel_weight, `kvlm
+  // bench --panel-weights`): same results; in docs/performance.md's runs decode at concurrency 1
+  // was 10-28% faster and batched decode 8-15% slower, so it is off by default.
+  bool panel_weights = false;
 };
 
 // One sequence's slice of a Batch.

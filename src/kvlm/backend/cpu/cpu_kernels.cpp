@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kvlm/backend/cpu/panels.h"
+
 namespace kvlm::cpu {
 
 void check_cpu_contiguous(const Tensor& t, const char* op, const char* what) {
@@ -62,6 +64,12 @@ void narrow(const float* src, int64_t n, DType dt, void* dst) {
 
 const float* weight_row(const ops::Weight& w, int64_t row, float* buf) {
   const int64_t in = w.in_features;
+  if (w.panels) {
+    const PanelRow p = panel_row(row, w.out_features, in);
+    for (int64_t i = 0; i < in; i += kPanelBlock)
+      widen(w.weight, p.start + i / kPanelBlock * p.step, kPanelBlock, buf + i);
+    return buf;
+  }
   if (!w.quant) {
     if (w.weight.dtype() == DType::kF32) return w.weight.data<float>() + row * in;
     widen(w.weight, row * in, in, buf);

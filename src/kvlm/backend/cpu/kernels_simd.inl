@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/backend/cpu/dot.h"
 #include "kvlm/backend/cpu/linear_rows.h"
+#include "kvlm/backend/cpu/panels.h"
 #include "kvlm/base/half.h"
 #include "kvlm/quant/affine.h"
 
@@ -30,37 +32,65 @@ KVLM_TARGET inline Vec padded_tail(int64_t n, Load load_value) {
   return Vec::load(buf);
 }
 
-// Weight-row readers: load(r, i) yields weights i .. i+15 of row r (relative to the job's r0) as
-// cpu::weight_row produces them; tail(r, i, n) the zero-padded partial block.
-struct F32Rows {
-  static constexpr bool kTables = false;
-  static constexpr bool kDequantizeBlocks = false;
-  const float* base;
-  int64_t stride;
-  KVLM_TARGET Vec load(int64_t r, int64_t i) const { return Vec::load(base + r * stride + i); }
-  void prefetch(int64_t r, int64_t i) const { __builtin_prefetch(base + r * stride + i); }
-  KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
-    const float* p = base + r * stride + i;
-    return padded_tail(n, [p](int64_t k) { return p[k]; });
+// Where the rows of a dense weight lie: row-major from `base` (the job's first row), or, for a
+// weight in panel order (panels.h), the whole weight at `base` with the job's rows from r0 of
+// `rows`. Either way row r's element i is at start + (i / kPanelBlock) * step + i % kPanelBlock
+// (for row-major, step = kPanelBlock); the tiles
+// compute start and step once per row (row()), outside their inner loops.
+template <class T>
+struct DenseLayout {
+  const T* base;
+  int64_t in;
+  int64_t r0 = 0, rows = 0;
+  bool panels = false;
+  struct Row {
+    const T* start;
+    int64_t step;
+    const T* at(int64_t i) const { return start + i / kPanelBlock * step + i % kPanelBlock; }
+  };
+  Row row(int64_t r) const {
+    if (!panels) return {base + r * in, kPanelBlock};
+    const PanelRow p = panel_row(r0 + r, rows, in);
+    return {base + p.start, p.step};
   }
 };
 
-template <bool kBF16>
-struct HalfRows {
+// Weight-row readers: row(r).load(i) yields weights i .. i+15 of row r (relative to the job's r0)
+// as cpu::weight_row produces them; tail(r, i, n) the zero-padded partial block (row-major only:
+// panel order needs whole blocks).
+template <class T, class Widen>
+struct DenseRows {
   static constexpr bool kTables = false;
   static constexpr bool kDequantizeBlocks = false;
-  const uint16_t* base;
-  int64_t stride;
-  KVLM_TARGET Vec load(int64_t r, int64_t i) const {
-    const uint16_t* p = base + r * stride + i;
-    return kBF16 ? Vec::widen_bf16(p) : Vec::widen_f16(p);
-  }
-  void prefetch(int64_t r, int64_t i) const { __builtin_prefetch(base + r * stride + i); }
+  DenseLayout<T> layout;
+  struct Row {
+    typename DenseLayout<T>::Row at;
+    KVLM_TARGET Vec load(int64_t i) const { return Widen::load(at.at(i)); }
+    void prefetch(int64_t i) const { __builtin_prefetch(at.at(i)); }
+  };
+  Row row(int64_t r) const { return {layout.row(r)}; }
+  // The row a tile of nr rows from r prefetches: two tiles ahead, or in panel order two panels
+  // ahead (the rows of the next tiles lie a few blocks away, too close to hide memory's latency).
+  int64_t ahead(int64_t r, int nr) const { return r + 2 * (layout.panels ? kPanelRows : nr); }
   KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
-    const uint16_t* p = base + r * stride + i;
-    return padded_tail(n, [p](int64_t k) { return kBF16 ? bf16_to_f32(p[k]) : f16_to_f32(p[k]); });
+    const T* p = layout.row(r).at(i);
+    return padded_tail(n, [p](int64_t k) { return Widen::scalar(p[k]); });
   }
 };
+
+struct WidenF32 {
+  KVLM_TARGET static Vec load(const float* p) { return Vec::load(p); }
+  static float scalar(float v) { return v; }
+};
+struct WidenBF16 {
+  KVLM_TARGET static Vec load(const uint16_t* p) { return Vec::widen_bf16(p); }
+  static float scalar(uint16_t v) { return bf16_to_f32(v); }
+};
+struct WidenF16 {
+  KVLM_TARGET static Vec load(const uint16_t* p) { return Vec::widen_f16(p); }
+  static float scalar(uint16_t v) { return f16_to_f32(v); }
+};
+using F32Rows = DenseRows<float, WidenF32>;
 
 // MLX affine rows, dequantized in registers: scale * float(code) + bias, the multiply and the add
 // rounded separately as in affine_dequantize_row. kBits 8 unpacks with a vector widening, 0 means
@@ -91,6 +121,14 @@ struct AffineRows {
     const int64_t g = r * groups + i / group_size;
     return Vec::affine(codes(r, i), scales[g], biases[g]);
   }
+  struct Row {
+    const AffineRows* rows;
+    int64_t r;
+    KVLM_TARGET Vec load(int64_t i) const { return rows->load(r, i); }
+    void prefetch(int64_t i) const { rows->prefetch(r, i); }
+  };
+  Row row(int64_t r) const { return {this, r}; }
+  int64_t ahead(int64_t r, int nr) const { return r + 2 * nr; }
   KVLM_TARGET Vec table(int64_t r, int64_t i) const {
     const int64_t g = r * groups + i / group_size;
     return Vec::affine(Vec::iota16(), scales[g], biases[g]);
@@ -116,6 +154,8 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
     KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::zero();
   [[maybe_unused]] Vec tables[NR];
+  typename Rows::Row row[NR], ahead[NR];
+  KVLM_UNROLL for (int j = 0; j < NR; ++j) row[j] = rows.row(r + j), ahead[j] = rows.row(rows.ahead(r, NR) + j);
   int64_t i = 0;
   for (; i + kDotLanes <= in; i += kDotLanes) {
     Vec w[NR];
@@ -124,11 +164,11 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
         KVLM_UNROLL for (int j = 0; j < NR; ++j) tables[j] = rows.table(r + j, i);
       KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = rows.lookup(tables[j], r + j, i);
     } else {
-      KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = rows.load(r + j, i);
+      KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = row[j].load(i);
     }
-    // Fetch the rows two tiles ahead at the same offset now, so that memory works on them while
+    // Fetch rows ahead (Rows::ahead) at the same offset now, so that memory works on them while
     // this tile computes.
-    if (stream) KVLM_UNROLL for (int j = 0; j < NR; ++j) rows.prefetch(r + 2 * NR + j, i);
+    if (stream) KVLM_UNROLL for (int j = 0; j < NR; ++j) ahead[j].prefetch(i);
     KVLM_UNROLL for (int t = 0; t < NT; ++t) {
       const Vec xv = Vec::load(x + t * in + i);
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::fma(xv, w[j], acc[t][j]);
@@ -201,7 +241,7 @@ KVLM_TARGET void widen_row(const Rows& rows, int64_t r, int64_t in, float* out) 
       if (i % rows.group_size == 0) table = rows.table(r, i);
       rows.lookup(table, r, i).store(out + i);
     } else {
-      rows.load(r, i).store(out + i);
+      rows.row(r).load(i).store(out + i);
     }
   }
   if (i < in) {
@@ -239,7 +279,7 @@ KVLM_TARGET void run(const LinearRows& job, const Rows& rows) {
       const int64_t r1 = std::min(r + row_block, job.R);
       if constexpr (kWiden) {
         for (int64_t j = r; j < r1; ++j) widen_row(rows, j, in, widened.data() + (j - r) * in);
-        tile_tokens<kTileTokens>(x, nt, in, F32Rows{widened.data(), in}, 0, r1 - r, y + r, job.ldy);
+        tile_tokens<kTileTokens>(x, nt, in, F32Rows{{widened.data(), in}}, 0, r1 - r, y + r, job.ldy);
       } else {
         tile_tokens<kTileTokens>(x, nt, in, rows, r, r1, y, job.ldy);
       }
@@ -271,12 +311,16 @@ KVLM_TARGET void linear_rows_simd(const LinearRows& job) {
     if (w.quant->bits == 8) return run_affine<8>(job);
     return run_affine<0>(job);
   }
-  const void* base = static_cast<const uint8_t*>(w.weight.raw()) +
-                     size_t(job.r0 * in) * dtype_size(w.weight.dtype());
+  // Row-major weights start at the job's first row; panel-ordered ones are addressed whole.
+  const int64_t skip = w.panels ? 0 : job.r0 * in;
+  const auto layout = [&](auto* base) {
+    return DenseLayout<std::remove_const_t<std::remove_pointer_t<decltype(base)>>>{
+        base + skip, in, job.r0, w.out_features, w.panels};
+  };
   switch (w.weight.dtype()) {
-    case DType::kBF16: return run(job, HalfRows<true>{static_cast<const uint16_t*>(base), in});
-    case DType::kF16: return run(job, HalfRows<false>{static_cast<const uint16_t*>(base), in});
-    default: return run(job, F32Rows{static_cast<const float*>(base), in});
+    case DType::kBF16: return run(job, DenseRows<uint16_t, WidenBF16>{layout(w.weight.data<uint16_t>())});
+    case DType::kF16: return run(job, DenseRows<uint16_t, WidenF16>{layout(w.weight.data<uint16_t>())});
+    default: return run(job, F32Rows{layout(w.weight.data<float>())});
   }
 }
 

@@ -1,10 +1,12 @@
 // Embedding gather and linear layers against every weight format (dense f32/f16/bf16, MLX affine).
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/backend/cpu/linear_int8.h"
+#include "kvlm/backend/cpu/panels.h"
 #include "kvlm/base/thread_pool.h"
 
 namespace kvlm::ops {
@@ -37,6 +39,29 @@ void linear_rows(const cpu::LinearKernel& kernel, const Tensor& x, const Weight&
 }
 
 }  // namespace
+
+Weight panel_weight(const Weight& w) {
+  if (w.quant || w.panels || w.in_features % cpu::kPanelBlock != 0) return w;
+  check_weight(w, "panel_weight");
+  const int64_t rows = w.out_features, in = w.in_features;
+  const size_t elem = dtype_size(w.weight.dtype());
+  Tensor packed = Tensor::empty({rows, in}, w.weight.dtype());
+  const auto* src = static_cast<const uint8_t*>(w.weight.raw());
+  auto* dst = static_cast<uint8_t*>(packed.raw());
+  const size_t block_bytes = size_t(cpu::kPanelBlock) * elem;
+  thread_pool().parallel_for(size_t(rows), size_t(cpu::kPanelRows), [&](size_t b, size_t e) {
+    for (int64_t r = int64_t(b); r < int64_t(e); ++r) {
+      const cpu::PanelRow p = cpu::panel_row(r, rows, in);
+      for (int64_t i = 0; i < in; i += cpu::kPanelBlock)
+        std::memcpy(dst + size_t(p.start + i / cpu::kPanelBlock * p.step) * elem,
+                    src + size_t(r * in + i) * elem, block_bytes);
+    }
+  });
+  Weight out = w;
+  out.weight = packed;
+  out.panels = true;
+  return out;
+}
 
 Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
   const ProfileScope profile(OpKind::kEmbedding);

@@ -1,0 +1,36 @@
+#pragma once
+// The decode layout of dense weights (ops::panel_weight). A linear layer in decode reads each
+// weight once per token, kDecodeRows rows at a time, 16 elements of each row per step. In the
+// checkpoint's row-major order those are kDecodeRows streams 2-4 KB long that the hardware
+// prefetchers pick up late; panels turn them into one sequential stream per thread: rows are
+// grouped in panels of kPanelRows, and a panel stores block 0 (elements 0-31) of each of its rows,
+// then block 1 of each, and so on. A block of bf16 is one cache line, so a tile of fewer rows
+// (batched decode reads 3 at a time) still reads whole lines. A last panel of fewer rows keeps the same order over its rows.
+// Only the addresses change: every kernel reads the same values in the same order, so results are
+// bit-identical to the row-major weight.
+#include <algorithm>
+#include <cstdint>
+
+namespace kvlm::cpu {
+
+inline constexpr int64_t kPanelRows = 8, kPanelBlock = 16;
+
+// Where row r of a panel-ordered [rows, in] matrix lies: element i is at
+// start + (i / kPanelBlock) * step + i % kPanelBlock.
+struct PanelRow {
+  int64_t start, step;
+};
+
+inline PanelRow panel_row(int64_t r, int64_t rows, int64_t in) {
+  const int64_t first = r / kPanelRows * kPanelRows;
+  const int64_t n = std::min(kPanelRows, rows - first);
+  return {first * in + (r - first) * kPanelBlock, n * kPanelBlock};
+}
+
+// Offset of element (r, i) in the panel order.
+inline int64_t panel_offset(int64_t r, int64_t i, int64_t rows, int64_t in) {
+  const PanelRow p = panel_row(r, rows, in);
+  return p.start + i / kPanelBlock * p.step + i % kPanelBlock;
+}
+
+}  // namespace kvlm::cpu
