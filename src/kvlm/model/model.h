@@ -42,7 +42,7 @@ struct ModelLoadOptions {
   ops::MatmulPath matmul = ops::MatmulPath::kInt8;
   // Copy dense weights into the panel order of cpu/panels.h at load (ops::panel_weight, `kvlm
   // bench --panel-weights`): same results; in docs/performance.md's runs decode at concurrency 1
-  // was 10-28% faster and batched decode 8-15% slower, so it is off by default.
+  // was up to 20% faster but batched decode 5-10% slower, so it is off by default.
   bool panel_weights = false;
 };
 

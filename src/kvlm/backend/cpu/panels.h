@@ -3,9 +3,8 @@
 // weight once per token, kDecodeRows rows at a time, 16 elements of each row per step. In the
 // checkpoint's row-major order those are kDecodeRows streams 2-4 KB long that the hardware
 // prefetchers pick up late; panels turn them into one sequential stream per thread: rows are
-// grouped in panels of kPanelRows, and a panel stores block 0 (elements 0-31) of each of its rows,
-// then block 1 of each, and so on. A block of bf16 is one cache line, so a tile of fewer rows
-// (batched decode reads 3 at a time) still reads whole lines. A last panel of fewer rows keeps the same order over its rows.
+// grouped in panels of kPanelRows, and a panel stores block 0 (elements 0-15) of each of its rows,
+// then block 1 of each, and so on. A last panel of fewer rows keeps the same order over its rows.
 // Only the addresses change: every kernel reads the same values in the same order, so results are
 // bit-identical to the row-major weight.
 #include <algorithm>
