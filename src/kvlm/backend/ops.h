@@ -46,7 +46,6 @@ struct Weight {
   MatmulPath matmul = MatmulPath::kExact;  // ignored by dense weights and embedding()
   bool panels = false;             // dense `weight` in the decode layout of cpu/panels.h
 
-
   bool has_bias() const { return bias.defined(); }
 };
 
@@ -58,7 +57,7 @@ Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& b
 
 // The same weight in the layout decode reads fastest: a dense weight whose input width is a
 // multiple of 16 is copied once into panel order (cpu/panels.h; same values, same results); any
-// other weight is returned unchanged. Model loading applies it to every linear layer.
+// other weight is returned unchanged. Model loading applies it with ModelLoadOptions::panel_weights.
 Weight panel_weight(const Weight& w);
 
 // ---- Elementwise and row ops -----------------------------------------------------------------

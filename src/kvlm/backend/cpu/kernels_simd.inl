@@ -35,8 +35,8 @@ KVLM_TARGET inline Vec padded_tail(int64_t n, Load load_value) {
 // Where the rows of a dense weight lie: row-major from `base` (the job's first row), or, for a
 // weight in panel order (panels.h), the whole weight at `base` with the job's rows from r0 of
 // `rows`. Either way row r's element i is at start + (i / kPanelBlock) * step + i % kPanelBlock
-// (for row-major, step = kPanelBlock); the tiles
-// compute start and step once per row (row()), outside their inner loops.
+// (for row-major, step = kPanelBlock); the tiles compute start and step once per row (row()),
+// outside their inner loops.
 template <class T>
 struct DenseLayout {
   const T* base;

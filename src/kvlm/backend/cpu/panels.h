@@ -26,10 +26,4 @@ inline PanelRow panel_row(int64_t r, int64_t rows, int64_t in) {
   return {first * in + (r - first) * kPanelBlock, n * kPanelBlock};
 }
 
-// Offset of element (r, i) in the panel order.
-inline int64_t panel_offset(int64_t r, int64_t i, int64_t rows, int64_t in) {
-  const PanelRow p = panel_row(r, rows, in);
-  return p.start + i / kPanelBlock * p.step + i % kPanelBlock;
-}
-
 }  // namespace kvlm::cpu
