@@ -26,7 +26,7 @@ constexpr int64_t kOut = 4864, kIn = 896;
 
 struct Weights {
   Tensor dense, packed4, scales4, biases4, packed8, scales8, biases8;
-  ops::Weight bf16, q4, q8;
+  ops::Weight bf16, q4, q8, bf16_panels;
 };
 
 Tensor random_f32(const Shape& shape, uint32_t seed) {
@@ -50,6 +50,7 @@ const Weights& weights() {
     out.bf16 = ops::dense_weight(out.dense);
     out.q4 = ops::affine_weight(out.packed4, out.scales4, out.biases4, {4, 64});
     out.q8 = ops::affine_weight(out.packed8, out.scales8, out.biases8, {8, 64});
+    out.bf16_panels = ops::panel_weight(out.bf16);
     return out;
   }();
   return w;
@@ -61,12 +62,13 @@ double weight_bytes(const ops::Weight& w) {
   return b;
 }
 
-// Args: ISA, format (0 bf16, 1 q4, 2 q8), M.
+// Args: ISA, format (0 bf16, 1 q4, 2 q8, 3 bf16 in panel order), M.
 void Linear(benchmark::State& state) {
   const auto isa = cpu::Isa(state.range(0));
   if (!cpu::isa_supported(isa)) return state.SkipWithError("ISA not supported here");
   const Weights& ws = weights();
-  const ops::Weight& w = state.range(1) == 0 ? ws.bf16 : state.range(1) == 1 ? ws.q4 : ws.q8;
+  const ops::Weight* formats[] = {&ws.bf16, &ws.q4, &ws.q8, &ws.bf16_panels};
+  const ops::Weight& w = *formats[state.range(1)];
   const int64_t M = state.range(2);
   const Tensor x = random_f32({M, kIn}, 2);
   std::vector<float> y(size_t(M * kOut));
@@ -75,11 +77,12 @@ void Linear(benchmark::State& state) {
     kernel({x.data<float>(), M, &w, 0, kOut, y.data(), kOut});
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetLabel(std::string(cpu::isa_name(isa)) + (state.range(1) == 0 ? " bf16" : state.range(1) == 1 ? " q4" : " q8"));
+  const char* names[] = {" bf16", " q4", " q8", " bf16 panels"};
+  state.SetLabel(std::string(cpu::isa_name(isa)) + names[state.range(1)]);
   state.counters["weight_GB/s"] = benchmark::Counter(weight_bytes(w) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * kOut * kIn * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(Linear)->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {1, 8, 128}})->Unit(benchmark::kMillisecond);
+BENCHMARK(Linear)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {1, 8, 128}})->Unit(benchmark::kMillisecond);
 
 // The int8 path against the same q4 and q8 weights, its activation quantization included (as in
 // ops::linear, once per call). Args: ISA, format (1 q4, 2 q8), M.
@@ -113,19 +116,20 @@ void QuantizeInt8(benchmark::State& state) {
 BENCHMARK(QuantizeInt8)->Arg(896)->Arg(4864)->Unit(benchmark::kMicrosecond);
 
 // ops::linear (all pool threads) against a bf16 weight larger than the caches, the lm_head of the
-// 0.5B shape (32000 x 896, 57 MB): decode reads it from memory. Arg: M.
+// 0.5B shape (32000 x 896, 57 MB): decode reads it from memory. Args: M, panel order (0/1).
 void LinearFromMemory(benchmark::State& state) {
   static const Tensor w = [] {
     Tensor t = Tensor::empty({32000, kIn}, DType::kBF16);
     for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(float(i % 97) * 1e-3f);
     return t;
   }();
-  const ops::Weight weight = ops::dense_weight(w);
+  static const ops::Weight rows = ops::dense_weight(w), panels = ops::panel_weight(rows);
+  const ops::Weight& weight = state.range(1) ? panels : rows;
   const Tensor x = random_f32({state.range(0), kIn}, 6);
   for (auto _ : state) benchmark::DoNotOptimize(ops::linear(x, weight));
   state.counters["weight_GB/s"] = benchmark::Counter(double(w.nbytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(LinearFromMemory)->Arg(1)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(LinearFromMemory)->ArgsProduct({{1, 8}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // ops::linear (all pool threads) for a 512-token prefill chunk through the MLP's up projection
 // (4864 x 896, arg 0) and down projection (896 x 4864, arg 1), bf16.

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include "io_test_util.h"
 #include "kvlm/io/safetensors_writer.h"
 
@@ -54,6 +57,38 @@ TEST(Checkpoint, TensorsOutliveTheCheckpoint) {
   write_tensors(d.file("model.safetensors"), {{"w", Tensor::from_f32({5, 6}, {2})}});
   Tensor t = Checkpoint::open(d.path()).tensor("w");
   EXPECT_EQ(t.to_f32_vector(), (std::vector<float>{5, 6}));
+}
+
+// Resident kilobytes of the mapping that holds p (/proc/self/smaps), or -1 if none does.
+int64_t resident_kb(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      return std::stoll(line.substr(4));
+    }
+  }
+  return -1;
+}
+
+TEST(Checkpoint, ReleasedTensorsLeaveTheResidentSetAndStayReadable) {
+  TempDir d;
+  write_config(d, llama_config());
+  std::vector<float> values(64 * 1024);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i);
+  write_tensors(d.file("model.safetensors"), {{"w", Tensor::from_f32(values, {int64_t(values.size())})}});
+  const Checkpoint c = Checkpoint::open(d.path());
+  const Tensor t = c.tensor("w");
+  ASSERT_EQ(t.to_f32_vector(), values);  // every page of the 256 KB read
+  EXPECT_GE(resident_kb(t.raw()), 248);
+  c.release("w");
+  EXPECT_LE(resident_kb(t.raw()), 12);  // the pages the tensor shares with the header or the end
+  EXPECT_EQ(t.to_f32_vector(), values);
+  EXPECT_EQ(error_of([&] { c.release("v"); }), d.path() + ": missing tensor 'v'");
 }
 
 TEST(Checkpoint, GenerationConfigIsRead) {

@@ -22,6 +22,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages inside bytes [offset, offset + n) from the process's resident set
+  // (madvise MADV_DONTNEED), for data copied elsewhere: the map is read-only and backed by the
+  // file, so a later read faults the same bytes back in from the page cache.
+  void release(size_t offset, size_t n) const;
 
  private:
   std::string path_;

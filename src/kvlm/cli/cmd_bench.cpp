@@ -77,8 +77,7 @@ Runner setup(CLI::App& sub) {
   add_threads_option(sub, a->threads);
   add_kv_quant_options(sub, a->opts.kv_quant);
   add_matmul_option(sub, a->opts.matmul);
-  sub.add_flag("--panel-weights", a->opts.panel_weights,
-               "Copy dense weights into panel order at load (one sequential stream per thread in decode)");
+  add_weight_layout_option(sub, a->opts.panel_weights);
   sub.add_flag("--no-probes", a->no_probes, "Skip the bandwidth and peak probes");
   sub.add_flag("--profile", a->opts.profile, "Print the time per op kind per step of each phase");
   sub.add_option("--json", a->json_path, "Also write the figures as JSON to this file");

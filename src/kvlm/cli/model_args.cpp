@@ -20,6 +20,7 @@ void add_model_run_options(CLI::App& sub, ThreadOptions& threads, ModelLoadOptio
   add_threads_option(sub, threads);
   add_kv_quant_options(sub, load.kv_quant);
   add_matmul_option(sub, load.matmul);
+  add_weight_layout_option(sub, load.panel_weights);
 }
 
 std::unique_ptr<Model> load_checkpoint(const std::string& dir, const ThreadOptions& threads,

@@ -79,6 +79,20 @@ void add_engine_options(CLI::App& app, EngineOptions& engine, ModelLoadOptions& 
                   "Prefix cache budget, e.g. 256M; 0 = off (default: a quarter of the KV pool)");
   add_kv_quant_options(app, load.kv_quant);
   add_matmul_option(app, load.matmul);
+  add_weight_layout_option(app, load.panel_weights);
+}
+
+void add_weight_layout_option(CLI::App& app, bool& panel_weights) {
+  app.add_option_function<std::string>(
+         "--weight-layout",
+         [&panel_weights](const std::string& v) {
+           if (v != "panels" && v != "rows")
+             throw CLI::ValidationError("--weight-layout", "unknown value '" + v + "' (expected panels or rows)");
+           panel_weights = v == "panels";
+         },
+         "Dense weights in memory: panels (copied at load into panels of 16 rows, one sequential "
+         "stream per thread in decode) or rows (the checkpoint's order, mapped without a copy)")
+      ->default_str(panel_weights ? "panels" : "rows");
 }
 
 std::optional<ops::MatmulPath> parse_matmul_path(const std::string& text) {

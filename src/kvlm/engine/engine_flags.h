@@ -32,6 +32,9 @@ CLI::Option* add_matmul_option(CLI::App& app, ops::MatmulPath& matmul,
 std::optional<ops::MatmulPath> parse_matmul_path(const std::string& text);
 const char* matmul_path_name(ops::MatmulPath path);
 
+// --weight-layout panels|rows: ModelLoadOptions::panel_weights, for the same verbs as --matmul.
+void add_weight_layout_option(CLI::App& app, bool& panel_weights);
+
 // Parses "123", "512K", "512M", "2G", "1.5G" (binary multiples; a trailing "B"/"iB" is accepted).
 // Error naming the text when it is not a non-negative size.
 int64_t parse_byte_size(std::string_view text);

@@ -198,6 +198,12 @@ Tensor Checkpoint::tensor_checked(const std::string& name, const Shape& expected
   return tensor(name);
 }
 
+void Checkpoint::release(const std::string& name) const {
+  info(name);  // the missing-tensor error
+  const Slot& slot = s_->tensors.at(name);
+  slot.file->release(*slot.entry);
+}
+
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   out.reserve(s_->tensors.size());

@@ -44,6 +44,9 @@ class Checkpoint {
   // shape differs.
   Tensor tensor_checked(const std::string& name, const Shape& expected) const;
   std::vector<std::string> names() const;  // sorted
+  // Tensor `name`'s mapped pages leave the process's resident set (SafetensorsFile::release),
+  // once its values have been copied: its views stay valid and page back in if read.
+  void release(const std::string& name) const;
 
   // The MLX affine spec of module `module` (a tensor name without ".weight"): the per-module
   // override of config.json's "quantization" block if there is one (false = not quantized),

@@ -56,6 +56,9 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   Tensor tensor(const SafetensorsEntry& e) const;
   // Error "<path>: missing tensor '<name>'" if absent.
   Tensor tensor(const std::string& name) const;
+  // The entry's pages leave the process's resident set (MappedFile::release): for a tensor
+  // whose values were copied into another layout. Views of it stay valid.
+  void release(const SafetensorsEntry& e) const { map_->release(e.offset, e.nbytes); }
 
  private:
   explicit SafetensorsFile(std::unique_ptr<MappedFile> map);

@@ -35,7 +35,12 @@ ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t o
     return w;
   }
   const ops::Weight w = ops::dense_weight(ck.tensor_checked(name + ".weight", {out, in}), bias);
-  return panels ? ops::panel_weight(w) : w;
+  if (!panels) return w;
+  const ops::Weight copy = ops::panel_weight(w);
+  // The checkpoint's pages of a copied weight are not read again: keeping them resident would
+  // hold the dense weights twice.
+  if (copy.panels) ck.release(name + ".weight");
+  return copy;
 }
 
 // MLX conversions of multimodal checkpoints nest the text model under "language_model.".

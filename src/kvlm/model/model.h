@@ -40,10 +40,11 @@ struct ModelLoadOptions {
   // scores against compressed keys (AttentionParams::kv_path: int8 queries against MLX affine
   // 4/8-bit and TurboQuant k4/k8 codes, cpu/attention_codes.h).
   ops::MatmulPath matmul = ops::MatmulPath::kInt8;
-  // Copy dense weights into the panel order of cpu/panels.h at load (ops::panel_weight, `kvlm
-  // bench --panel-weights`): same results; in docs/performance.md's runs decode at concurrency 1
-  // was up to 20% faster but batched decode 5-10% slower, so it is off by default.
-  bool panel_weights = false;
+  // Copy dense weights into the panel order of cpu/panels.h at load (ops::panel_weight,
+  // --weight-layout panels): the same results, decode reads one stream per thread
+  // (docs/performance.md). The checkpoint's pages of each copied weight are released, so the
+  // weights stay resident once. false keeps them as views of the mmapped checkpoint.
+  bool panel_weights = true;
 };
 
 // One sequence's slice of a Batch.

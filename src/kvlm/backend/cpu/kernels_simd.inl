@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
@@ -20,6 +19,9 @@
 #include "kvlm/quant/affine.h"
 
 #define KVLM_UNROLL _Pragma("GCC unroll 16")
+// For the prefetch helpers: a call left out of line is a void function without side effects to
+// the optimizer, which then deletes it with its prefetches.
+#define KVLM_INLINE __attribute__((always_inline)) inline
 
 namespace kvlm::cpu {
 namespace {
@@ -55,6 +57,15 @@ struct DenseLayout {
   }
 };
 
+// The rows a tile prefetches while it computes: NR rows further on, read at the tile's offset.
+template <class Row, int NR>
+struct RowsAhead {
+  Row rows[NR];
+  KVLM_INLINE void prefetch(int64_t i) const {
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) rows[j].prefetch(i);
+  }
+};
+
 // Weight-row readers: row(r).load(i) yields weights i .. i+15 of row r (relative to the job's r0)
 // as cpu::weight_row produces them; tail(r, i, n) the zero-padded partial block (row-major only:
 // panel order needs whole blocks).
@@ -66,12 +77,18 @@ struct DenseRows {
   struct Row {
     typename DenseLayout<T>::Row at;
     KVLM_TARGET Vec load(int64_t i) const { return Widen::load(at.at(i)); }
-    void prefetch(int64_t i) const { __builtin_prefetch(at.at(i)); }
+    KVLM_INLINE void prefetch(int64_t i) const { __builtin_prefetch(at.at(i)); }
   };
   Row row(int64_t r) const { return {layout.row(r)}; }
-  // The row a tile of nr rows from r prefetches: two tiles ahead, or in panel order two panels
+  // A tile of NR rows from r prefetches the rows two tiles ahead, or in panel order two panels
   // ahead (the rows of the next tiles lie a few blocks away, too close to hide memory's latency).
-  int64_t ahead(int64_t r, int nr) const { return r + 2 * (layout.panels ? kPanelRows : nr); }
+  template <int NR>
+  RowsAhead<Row, NR> ahead(int64_t r) const {
+    RowsAhead<Row, NR> a;
+    const int64_t first = r + 2 * (layout.panels ? kPanelRows : NR);
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) a.rows[j] = row(first + j);
+    return a;
+  }
   KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
     const T* p = layout.row(r).at(i);
     return padded_tail(n, [p](int64_t k) { return Widen::scalar(p[k]); });
@@ -91,6 +108,39 @@ struct WidenF16 {
   static float scalar(uint16_t v) { return f16_to_f32(v); }
 };
 using F32Rows = DenseRows<float, WidenF32>;
+
+// Rows of one panel (panels.h) from some row on: row j's block b lies at p + j * kPanelBlock +
+// b * step. Decode reads panel order through these views: the rows of a tile are then fixed
+// offsets from one pointer, where DenseLayout's general rows cost a multiply and two registers per
+// row per block (a 16-row tile spilled them).
+template <class T, class Widen>
+struct PanelRows {
+  static constexpr bool kTables = false;
+  static constexpr bool kDequantizeBlocks = false;
+  using Row = typename DenseRows<T, Widen>::Row;
+  const T* p;
+  int64_t step;
+  Row row(int64_t j) const { return {{p + j * kPanelBlock, step}}; }
+  // A panel is one stream: the tile that starts the view fetches whole blocks of the panel, this
+  // far ahead, for the tiles of the other rows as well (1-4 KB measure the same).
+  static constexpr int64_t kAheadBytes = 2048;
+  struct Ahead {
+    const T* p;
+    int64_t step;
+    bool lead;
+    KVLM_INLINE void prefetch(int64_t i) const {
+      if (!lead) return;
+      const auto* block = reinterpret_cast<const char*>(p + i / kPanelBlock * step) + kAheadBytes;
+      for (int64_t b = 0; b < step * int64_t(sizeof(T)); b += 64) __builtin_prefetch(block + b);
+    }
+  };
+  template <int NR>
+  Ahead ahead(int64_t r) const { return {p, step, r == 0}; }
+  KVLM_TARGET Vec tail(int64_t j, int64_t i, int64_t n) const {
+    const T* q = row(j).at.at(i);
+    return padded_tail(n, [q](int64_t k) { return Widen::scalar(q[k]); });
+  }
+};
 
 // MLX affine rows, dequantized in registers: scale * float(code) + bias, the multiply and the add
 // rounded separately as in affine_dequantize_row. kBits 8 unpacks with a vector widening, 0 means
@@ -114,7 +164,7 @@ struct AffineRows {
     for (int64_t k = 0; k < kDotLanes; ++k) c[k] = int32_t(affine_code(row, i + k, bits));
     return Vec::codes_i32(c);
   }
-  void prefetch(int64_t r, int64_t i) const {
+  KVLM_INLINE void prefetch(int64_t r, int64_t i) const {
     __builtin_prefetch(reinterpret_cast<const uint8_t*>(packed + r * words) + i * bits / 8);
   }
   KVLM_TARGET Vec load(int64_t r, int64_t i) const {
@@ -125,10 +175,15 @@ struct AffineRows {
     const AffineRows* rows;
     int64_t r;
     KVLM_TARGET Vec load(int64_t i) const { return rows->load(r, i); }
-    void prefetch(int64_t i) const { rows->prefetch(r, i); }
+    KVLM_INLINE void prefetch(int64_t i) const { rows->prefetch(r, i); }
   };
   Row row(int64_t r) const { return {this, r}; }
-  int64_t ahead(int64_t r, int nr) const { return r + 2 * nr; }
+  template <int NR>
+  RowsAhead<Row, NR> ahead(int64_t r) const {
+    RowsAhead<Row, NR> a;
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) a.rows[j] = row(r + 2 * NR + j);
+    return a;
+  }
   KVLM_TARGET Vec table(int64_t r, int64_t i) const {
     const int64_t g = r * groups + i / group_size;
     return Vec::affine(Vec::iota16(), scales[g], biases[g]);
@@ -153,11 +208,20 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
   Vec acc[NT][NR];
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
     KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::zero();
-  [[maybe_unused]] Vec tables[NR];
-  typename Rows::Row row[NR], ahead[NR];
-  KVLM_UNROLL for (int j = 0; j < NR; ++j) row[j] = rows.row(r + j), ahead[j] = rows.row(rows.ahead(r, NR) + j);
+  [[maybe_unused]] Vec tables[NR] = {};  // set at i = 0 (a group starts there)
+  typename Rows::Row row[NR];
+  KVLM_UNROLL for (int j = 0; j < NR; ++j) row[j] = rows.row(r + j);
+  const auto ahead = rows.template ahead<NR>(r);
   int64_t i = 0;
   for (; i + kDotLanes <= in; i += kDotLanes) {
+    if constexpr (NT == 1 && !Rows::kTables) {
+      // One token: each row's weights go straight into its fma, so a 16-row tile needs 16
+      // accumulators and not 16 more registers of weights.
+      if (stream) ahead.prefetch(i);
+      const Vec xv = Vec::load(x + i);
+      KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[0][j] = Vec::fma(xv, row[j].load(i), acc[0][j]);
+      continue;
+    }
     Vec w[NR];
     if constexpr (Rows::kTables) {
       if (i % rows.group_size == 0)
@@ -166,9 +230,7 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
     } else {
       KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = row[j].load(i);
     }
-    // Fetch rows ahead (Rows::ahead) at the same offset now, so that memory works on them while
-    // this tile computes.
-    if (stream) KVLM_UNROLL for (int j = 0; j < NR; ++j) ahead[j].prefetch(i);
+    if (stream) ahead.prefetch(i);
     KVLM_UNROLL for (int t = 0; t < NT; ++t) {
       const Vec xv = Vec::load(x + t * in + i);
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::fma(xv, w[j], acc[t][j]);
@@ -209,26 +271,26 @@ KVLM_TARGET void tile_tokens(const float* x, int64_t T, int64_t in, const Rows& 
 }
 
 // Every token row against the NR weight rows from r: token tiles of NT, then halving tiles. The
-// first tile prefetches the rows ahead; the others find this panel in the L1 cache.
+// first tile prefetches the rows ahead; the others find these rows in the L1 cache.
 template <int NT, int NR, class Rows>
-KVLM_TARGET void tokens_on_panel(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t r,
+KVLM_TARGET void tokens_on_rows(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t r,
                                  float* y, int64_t ldy, bool prefetch = true) {
   int64_t t = 0;
   for (; t + NT <= T; t += NT)
     tile<NT, NR>(x + t * in, in, rows, r, y + t * ldy + r, ldy, prefetch && t == 0);
   if constexpr (NT > 1)
-    if (t < T) tokens_on_panel<NT / 2, NR>(x + t * in, T - t, in, rows, r, y + t * ldy, ldy, prefetch && t == 0);
+    if (t < T) tokens_on_rows<NT / 2, NR>(x + t * in, T - t, in, rows, r, y + t * ldy, ldy, prefetch && t == 0);
 }
 
 // Decode and small batches do little arithmetic per weight read: the weights stream from memory
-// (prefetched ahead), and each panel of NR rows serves every token tile before the next panel is
+// (prefetched ahead), and each tile of NR rows serves every token tile before the next rows are
 // read, so a batch of two tiles still reads the weights from memory once.
 template <int NT, int NR, class Rows>
-KVLM_TARGET void stream_panels(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t R,
+KVLM_TARGET void stream_rows(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t R,
                                float* y, int64_t ldy) {
   int64_t r = 0;
-  for (; r + NR <= R; r += NR) tokens_on_panel<NT, NR>(x, T, in, rows, r, y, ldy);
-  for (; r < R; ++r) tokens_on_panel<NT, 1>(x, T, in, rows, r, y, ldy);
+  for (; r + NR <= R; r += NR) tokens_on_rows<NT, NR>(x, T, in, rows, r, y, ldy);
+  for (; r < R; ++r) tokens_on_rows<NT, 1>(x, T, in, rows, r, y, ldy);
 }
 
 // Row r of `rows` as f32: exactly the values the tiles compute in registers.
@@ -262,9 +324,9 @@ constexpr int64_t kWeightBlockBytes = 256 * 1024;
 template <class Rows>
 KVLM_TARGET void run(const LinearRows& job, const Rows& rows) {
   const int64_t in = job.w->in_features;
-  if (job.T == 1) return stream_panels<1, kDecodeRows>(job.x, 1, in, rows, job.R, job.y, job.ldy);
+  if (job.T == 1) return stream_rows<1, kDecodeRows>(job.x, 1, in, rows, job.R, job.y, job.ldy);
   if (job.T <= 2 * kTileTokens)
-    return stream_panels<kTileTokens, kTileRows>(job.x, job.T, in, rows, job.R, job.y, job.ldy);
+    return stream_rows<kTileTokens, kTileRows>(job.x, job.T, in, rows, job.R, job.y, job.ldy);
   const int64_t token_block =
       std::max<int64_t>(kTileTokens, kTokenBlockBytes / (in * 4) / kTileTokens * kTileTokens);
   const int64_t row_block = std::max<int64_t>(kTileRows, kWeightBlockBytes / (in * 4) / kTileRows * kTileRows);
@@ -303,24 +365,43 @@ KVLM_TARGET void run_affine(const LinearRows& job) {
   run(job, rows);
 }
 
+// Decode against panel order: the job's rows one panel view at a time. Batches take the general
+// rows (DenseRows), whose 3-row tiles run on across panels: on views a 16-row panel would end in a
+// 1-row tile, 12% slower in all (LinearFromMemory/8/1).
+template <class T, class Widen>
+KVLM_TARGET void decode_panel_views(const LinearRows& job, const T* w) {
+  const int64_t in = job.w->in_features, rows = job.w->out_features;
+  for (int64_t r = job.r0, end = job.r0 + job.R; r < end;) {
+    const int64_t next = std::min(end, (r / kPanelRows + 1) * kPanelRows);
+    const PanelRow p = panel_row(r, rows, in);
+    stream_rows<1, kPanelDecodeRows>(job.x, 1, in, PanelRows<T, Widen>{w + p.start, p.step},
+                                     next - r, job.y + (r - job.r0), job.ldy);
+    r = next;
+  }
+}
+
+template <class T, class Widen>
+KVLM_TARGET void run_dense(const LinearRows& job, const T* w) {
+  const ops::Weight& weight = *job.w;
+  if (weight.panels && job.T == 1) return decode_panel_views<T, Widen>(job, w);
+  // Row-major weights start at the job's first row; panel-ordered ones are addressed whole.
+  const int64_t in = weight.in_features;
+  const DenseLayout<T> layout{weight.panels ? w : w + job.r0 * in, in, job.r0, weight.out_features,
+                              weight.panels};
+  run(job, DenseRows<T, Widen>{layout});
+}
+
 KVLM_TARGET void linear_rows_simd(const LinearRows& job) {
   const ops::Weight& w = *job.w;
-  const int64_t in = w.in_features;
   if (w.quant) {
     if (w.quant->bits == 4) return run_affine<4>(job);
     if (w.quant->bits == 8) return run_affine<8>(job);
     return run_affine<0>(job);
   }
-  // Row-major weights start at the job's first row; panel-ordered ones are addressed whole.
-  const int64_t skip = w.panels ? 0 : job.r0 * in;
-  const auto layout = [&](auto* base) {
-    return DenseLayout<std::remove_const_t<std::remove_pointer_t<decltype(base)>>>{
-        base + skip, in, job.r0, w.out_features, w.panels};
-  };
   switch (w.weight.dtype()) {
-    case DType::kBF16: return run(job, DenseRows<uint16_t, WidenBF16>{layout(w.weight.data<uint16_t>())});
-    case DType::kF16: return run(job, DenseRows<uint16_t, WidenF16>{layout(w.weight.data<uint16_t>())});
-    default: return run(job, F32Rows{layout(w.weight.data<float>())});
+    case DType::kBF16: return run_dense<uint16_t, WidenBF16>(job, w.weight.data<uint16_t>());
+    case DType::kF16: return run_dense<uint16_t, WidenF16>(job, w.weight.data<uint16_t>());
+    default: return run_dense<float, WidenF32>(job, w.weight.data<float>());
   }
 }
 
