@@ -12,6 +12,8 @@ namespace {
 
 struct Vec {
   __m256 lo, hi;  // lanes 0-7 and 8-15
+  // Makes the value live in registers (kernels_simd.inl's tile says why).
+  void in_register() { asm("" : "+x"(lo), "+x"(hi)); }
 
   static KVLM_TARGET Vec zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
   static KVLM_TARGET Vec load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }

@@ -15,6 +15,8 @@ namespace {
 
 struct Vec {
   __m512 v;
+  // Makes the value live in a register (kernels_simd.inl's tile says why).
+  void in_register() { asm("" : "+v"(v)); }
 
   static KVLM_TARGET Vec zero() { return {_mm512_setzero_ps()}; }
   static KVLM_TARGET Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
