@@ -200,9 +200,35 @@ struct AffineRows {
   }
 };
 
-// y[t * ldy + j] for NT token rows of x and weight rows r .. r+NR-1.
+// Token rows of x in the order the tiles read them: tokens in groups of G (1 for decode,
+// kTileTokens otherwise), a group storing block 0 (elements 0-15) of each of its tokens, then
+// block 1 of each, and so on; the last block is zero-padded, and so are the missing tokens of the
+// last group. A tile then reads all its tokens' inputs at fixed offsets from one pointer, where a
+// pointer per token row (8 of them) spilled the general registers, and its last partial block
+// needs no padded copy. Element i of a group's token u lies at i * G + u * 16 (i a block start).
+template <int G>
+struct PackedTokens {
+  const float* base;
+  int64_t group;  // floats per group
+  const float* from(int64_t t) const { return base + t / G * group + t % G * kDotLanes; }
+};
+
+// x [T, in] into `out` in PackedTokens<G> order.
+template <int G>
+KVLM_TARGET PackedTokens<G> pack_tokens(const float* x, int64_t T, int64_t in, std::vector<float>& out) {
+  const int64_t group = (in + kDotLanes - 1) / kDotLanes * G * kDotLanes;
+  out.assign(size_t((T + G - 1) / G * group), 0.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    float* dst = out.data() + t / G * group + t % G * kDotLanes;
+    for (int64_t i = 0; i < in; i += kDotLanes)
+      std::copy(x + t * in + i, x + t * in + std::min(in, i + kDotLanes), dst + i * G);
+  }
+  return {out.data(), group};
+}
+
+// y[t * ldy + j] for NT tokens of x and weight rows r .. r+NR-1.
 // `stream`: the weights come from memory for little arithmetic (decode), so prefetch them.
-template <int NT, int NR, class Rows>
+template <int G, int NT, int NR, class Rows>
 KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, float* y,
                       int64_t ldy, bool stream) {
   Vec acc[NT][NR];
@@ -218,7 +244,7 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
       // One token: each row's weights go straight into its fma, so a 16-row tile needs 16
       // accumulators and not 16 more registers of weights.
       if (stream) ahead.prefetch(i);
-      Vec xv = Vec::load(x + i);
+      Vec xv = Vec::load(x + i * G);
       xv.in_register();
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[0][j] = Vec::fma(xv, row[j].load(i), acc[0][j]);
       continue;
@@ -236,7 +262,7 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
       // Loaded once into a register: left to itself GCC folds the load into each of the NR fmas
       // (memory operands), tripling a prefill tile's loads (bench_kernels Linear/2/0/128
       // 17.3 -> 14.6 ms, Linear/2/0/8 1.07 -> 0.84 ms).
-      Vec xv = Vec::load(x + t * in + i);
+      Vec xv = Vec::load(x + i * G + t * kDotLanes);
       xv.in_register();
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::fma(xv, w[j], acc[t][j]);
     }
@@ -245,57 +271,53 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
     const int64_t n = in - i;
     for (int j = 0; j < NR; ++j) {
       const Vec w = rows.tail(r + j, i, n);
-      for (int t = 0; t < NT; ++t) {
-        const float* xr = x + t * in + i;
-        acc[t][j] = Vec::fma(padded_tail(n, [xr](int64_t k) { return xr[k]; }), w, acc[t][j]);
-      }
+      for (int t = 0; t < NT; ++t) acc[t][j] = Vec::fma(Vec::load(x + i * G + t * kDotLanes), w, acc[t][j]);
     }
   }
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
     KVLM_UNROLL for (int j = 0; j < NR; ++j) y[t * ldy + j] = Vec::fold(acc[t][j]);
 }
 
-// Weight rows r0 .. r1-1 for NT token rows: full tiles of NR rows, then single rows.
-template <int NT, int NR, class Rows>
+// Weight rows r0 .. r1-1 for NT tokens: full tiles of NR rows, then single rows.
+template <int G, int NT, int NR, class Rows>
 KVLM_TARGET void tile_rows(const float* x, int64_t in, const Rows& rows, int64_t r0, int64_t r1,
                            float* y, int64_t ldy) {
   int64_t r = r0;
-  for (; r + NR <= r1; r += NR) tile<NT, NR>(x, in, rows, r, y + r, ldy, false);
-  for (; r < r1; ++r) tile<NT, 1>(x, in, rows, r, y + r, ldy, false);
+  for (; r + NR <= r1; r += NR) tile<G, NT, NR>(x, in, rows, r, y + r, ldy, false);
+  for (; r < r1; ++r) tile<G, NT, 1>(x, in, rows, r, y + r, ldy, false);
 }
 
-// Token rows 0 .. T-1 against weight rows r0 .. r1-1: tiles of NT tokens, the remainder in halving
+// Tokens t0 .. t1-1 against weight rows r0 .. r1-1: tiles of NT tokens, the remainder in halving
 // tiles (NT/2, ..., 1).
-template <int NT, class Rows>
-KVLM_TARGET void tile_tokens(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t r0,
-                             int64_t r1, float* y, int64_t ldy) {
-  int64_t t = 0;
-  for (; t + NT <= T; t += NT) tile_rows<NT, kTileRows>(x + t * in, in, rows, r0, r1, y + t * ldy, ldy);
+template <int NT, int G, class Rows>
+KVLM_TARGET void tile_tokens(const PackedTokens<G>& x, int64_t t0, int64_t t1, int64_t in, const Rows& rows,
+                             int64_t r0, int64_t r1, float* y, int64_t ldy) {
+  int64_t t = t0;
+  for (; t + NT <= t1; t += NT) tile_rows<G, NT, kTileRows>(x.from(t), in, rows, r0, r1, y + t * ldy, ldy);
   if constexpr (NT > 1)
-    if (t < T) tile_tokens<NT / 2>(x + t * in, T - t, in, rows, r0, r1, y + t * ldy, ldy);
+    if (t < t1) tile_tokens<NT / 2>(x, t, t1, in, rows, r0, r1, y, ldy);
 }
 
-// Every token row against the NR weight rows from r: token tiles of NT, then halving tiles. The
+// Every token of x against the NR weight rows from r: token tiles of NT, then halving tiles. The
 // first tile prefetches the rows ahead; the others find these rows in the L1 cache.
-template <int NT, int NR, class Rows>
-KVLM_TARGET void tokens_on_rows(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t r,
-                                 float* y, int64_t ldy, bool prefetch = true) {
-  int64_t t = 0;
-  for (; t + NT <= T; t += NT)
-    tile<NT, NR>(x + t * in, in, rows, r, y + t * ldy + r, ldy, prefetch && t == 0);
+template <int NT, int NR, int G, class Rows>
+KVLM_TARGET void tokens_on_rows(const PackedTokens<G>& x, int64_t t0, int64_t T, int64_t in,
+                                const Rows& rows, int64_t r, float* y, int64_t ldy) {
+  int64_t t = t0;
+  for (; t + NT <= T; t += NT) tile<G, NT, NR>(x.from(t), in, rows, r, y + t * ldy + r, ldy, t == 0);
   if constexpr (NT > 1)
-    if (t < T) tokens_on_rows<NT / 2, NR>(x + t * in, T - t, in, rows, r, y + t * ldy, ldy, prefetch && t == 0);
+    if (t < T) tokens_on_rows<NT / 2, NR>(x, t, T, in, rows, r, y, ldy);
 }
 
 // Decode and small batches do little arithmetic per weight read: the weights stream from memory
 // (prefetched ahead), and each tile of NR rows serves every token tile before the next rows are
 // read, so a batch of two tiles still reads the weights from memory once.
-template <int NT, int NR, class Rows>
-KVLM_TARGET void stream_rows(const float* x, int64_t T, int64_t in, const Rows& rows, int64_t R,
-                               float* y, int64_t ldy) {
+template <int NT, int NR, int G, class Rows>
+KVLM_TARGET void stream_rows(const PackedTokens<G>& x, int64_t T, int64_t in, const Rows& rows,
+                             int64_t R, float* y, int64_t ldy) {
   int64_t r = 0;
-  for (; r + NR <= R; r += NR) tokens_on_rows<NT, NR>(x, T, in, rows, r, y, ldy);
-  for (; r < R; ++r) tokens_on_rows<NT, 1>(x, T, in, rows, r, y, ldy);
+  for (; r + NR <= R; r += NR) tokens_on_rows<NT, NR>(x, 0, T, in, rows, r, y, ldy);
+  for (; r < R; ++r) tokens_on_rows<NT, 1>(x, 0, T, in, rows, r, y, ldy);
 }
 
 // Row r of `rows` as f32: exactly the values the tiles compute in registers.
@@ -329,9 +351,13 @@ constexpr int64_t kWeightBlockBytes = 256 * 1024;
 template <class Rows>
 KVLM_TARGET void run(const LinearRows& job, const Rows& rows) {
   const int64_t in = job.w->in_features;
-  if (job.T == 1) return stream_rows<1, kDecodeRows>(job.x, 1, in, rows, job.R, job.y, job.ldy);
+  thread_local std::vector<float> packed;
+  if (job.T == 1)
+    return stream_rows<1, kDecodeRows>(pack_tokens<1>(job.x, 1, in, packed), 1, in, rows, job.R,
+                                       job.y, job.ldy);
   if (job.T <= 2 * kTileTokens)
-    return stream_rows<kTileTokens, kTileRows>(job.x, job.T, in, rows, job.R, job.y, job.ldy);
+    return stream_rows<kTileTokens, kTileRows>(pack_tokens<kTileTokens>(job.x, job.T, in, packed),
+                                               job.T, in, rows, job.R, job.y, job.ldy);
   const int64_t token_block =
       std::max<int64_t>(kTileTokens, kTokenBlockBytes / (in * 4) / kTileTokens * kTileTokens);
   const int64_t row_block = std::max<int64_t>(kTileRows, kWeightBlockBytes / (in * 4) / kTileRows * kTileRows);
@@ -339,16 +365,16 @@ KVLM_TARGET void run(const LinearRows& job, const Rows& rows) {
   thread_local std::vector<float> widened;
   if (kWiden) widened.resize(size_t(row_block * in));
   for (int64_t t = 0; t < job.T; t += token_block) {
-    const float* x = job.x + t * in;
     const int64_t nt = std::min(token_block, job.T - t);
+    const auto x = pack_tokens<kTileTokens>(job.x + t * in, nt, in, packed);
     float* y = job.y + t * job.ldy;
     for (int64_t r = 0; r < job.R; r += row_block) {
       const int64_t r1 = std::min(r + row_block, job.R);
       if constexpr (kWiden) {
         for (int64_t j = r; j < r1; ++j) widen_row(rows, j, in, widened.data() + (j - r) * in);
-        tile_tokens<kTileTokens>(x, nt, in, F32Rows{{widened.data(), in}}, 0, r1 - r, y + r, job.ldy);
+        tile_tokens<kTileTokens>(x, 0, nt, in, F32Rows{{widened.data(), in}}, 0, r1 - r, y + r, job.ldy);
       } else {
-        tile_tokens<kTileTokens>(x, nt, in, rows, r, r1, y, job.ldy);
+        tile_tokens<kTileTokens>(x, 0, nt, in, rows, r, r1, y, job.ldy);
       }
     }
   }
@@ -376,10 +402,12 @@ KVLM_TARGET void run_affine(const LinearRows& job) {
 template <class T, class Widen>
 KVLM_TARGET void decode_panel_views(const LinearRows& job, const T* w) {
   const int64_t in = job.w->in_features, rows = job.w->out_features;
+  thread_local std::vector<float> packed;
+  const auto x = pack_tokens<1>(job.x, 1, in, packed);
   for (int64_t r = job.r0, end = job.r0 + job.R; r < end;) {
     const int64_t next = std::min(end, (r / kPanelRows + 1) * kPanelRows);
     const PanelRow p = panel_row(r, rows, in);
-    stream_rows<1, kPanelDecodeRows>(job.x, 1, in, PanelRows<T, Widen>{w + p.start, p.step},
+    stream_rows<1, kPanelDecodeRows>(x, 1, in, PanelRows<T, Widen>{w + p.start, p.step},
                                      next - r, job.y + (r - job.r0), job.ldy);
     r = next;
   }
