@@ -126,15 +126,15 @@ TEST(LinearRows, AffineEveryIsaEqualsPortable) {
 }
 
 TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
-  // in = 4001 makes token blocks of a few tiles plus a ragged last block and a ragged tail; 71 rows
-  // cross the prefill loop's weight blocks (256 KB widened to f32: 15 or 16 rows here) with a
-  // ragged last block.
+  // in = 4001 makes token blocks of 128 tokens (2 MB): 149 tokens end in a ragged block of 21 with a
+  // ragged tail; 71 rows cross the prefill loop's weight blocks (256 KB widened to f32: 15 or 16
+  // rows here) with a ragged last block.
   const int64_t in = 4001, R = 71;
-  expect_paths_equal(dense(normal(size_t(R * in), 5), R, in, DType::kBF16), 61, "bf16");
+  expect_paths_equal(dense(normal(size_t(R * in), 5), R, in, DType::kBF16), 149, "bf16");
   // 4-bit rows of 4096 weights, dequantized per block of 15 or 16 rows: 131 rows end in a ragged
-  // block; 40 tokens cross the 24-token blocks.
+  // block; 140 tokens cross the 128-token blocks.
   const int64_t qin = 4096, qR = 131;
-  expect_paths_equal(affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16), 40, "affine4");
+  expect_paths_equal(affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16), 140, "affine4");
 }
 
 TEST(LinearRows, PanelOrderGivesTheRowMajorBits) {
