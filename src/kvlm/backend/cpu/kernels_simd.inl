@@ -34,27 +34,20 @@ KVLM_TARGET inline Vec padded_tail(int64_t n, Load load_value) {
   return Vec::load(buf);
 }
 
-// Where the rows of a dense weight lie: row-major from `base` (the job's first row), or, for a
-// weight in panel order (panels.h), the whole weight at `base` with the job's rows from r0 of
-// `rows`. Either way row r's element i is at start + (i / kPanelBlock) * step + i % kPanelBlock
-// (for row-major, step = kPanelBlock); the tiles compute start and step once per row (row()),
-// outside their inner loops.
+// Where the rows of a row-major dense weight lie: row r (relative to the job's first row, at
+// `base`) from base + r * in. Rows carry the panel-order addressing of panels.h as well: element i
+// at start + (i / kPanelBlock) * step + i % kPanelBlock, with step = kPanelBlock here (a constant
+// once inlined); the tiles compute start and step once per row (row()), outside their inner loops.
 template <class T>
 struct DenseLayout {
   const T* base;
   int64_t in;
-  int64_t r0 = 0, rows = 0;
-  bool panels = false;
   struct Row {
     const T* start;
     int64_t step;
     const T* at(int64_t i) const { return start + i / kPanelBlock * step + i % kPanelBlock; }
   };
-  Row row(int64_t r) const {
-    if (!panels) return {base + r * in, kPanelBlock};
-    const PanelRow p = panel_row(r0 + r, rows, in);
-    return {base + p.start, p.step};
-  }
+  Row row(int64_t r) const { return {base + r * in, kPanelBlock}; }
 };
 
 // The rows a tile prefetches while it computes: NR rows further on, read at the tile's offset.
@@ -80,13 +73,11 @@ struct DenseRows {
     KVLM_INLINE void prefetch(int64_t i) const { __builtin_prefetch(at.at(i)); }
   };
   Row row(int64_t r) const { return {layout.row(r)}; }
-  // A tile of NR rows from r prefetches the rows two tiles ahead, or in panel order two panels
-  // ahead (the rows of the next tiles lie a few blocks away, too close to hide memory's latency).
+  // A tile of NR rows from r prefetches the rows two tiles ahead.
   template <int NR>
   RowsAhead<Row, NR> ahead(int64_t r) const {
     RowsAhead<Row, NR> a;
-    const int64_t first = r + 2 * (layout.panels ? kPanelRows : NR);
-    KVLM_UNROLL for (int j = 0; j < NR; ++j) a.rows[j] = row(first + j);
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) a.rows[j] = row(r + 2 * NR + j);
     return a;
   }
   KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
@@ -109,20 +100,45 @@ struct WidenF16 {
 };
 using F32Rows = DenseRows<float, WidenF32>;
 
-// Rows of one panel (panels.h) from some row on: row j's block b lies at p + j * kPanelBlock +
-// b * step. Decode reads panel order through these views: the rows of a tile are then fixed
-// offsets from one pointer, where DenseLayout's general rows cost a multiply and two registers per
-// row per block (a 16-row tile spilled them).
+// Rows of consecutive panels of one height (panels.h: a weight's full panels, or its last,
+// shorter one): view row j is row first + j counted from the panel at p. All rows share one step,
+// so a tile's rows are a pointer each and one step, where computing each row's own panel position
+// cost a multiply and two registers per row per block (a 16-row tile spilled them).
 template <class T, class Widen>
-struct PanelRows {
+struct PanelSpan {
   static constexpr bool kTables = false;
   static constexpr bool kDequantizeBlocks = false;
   using Row = typename DenseRows<T, Widen>::Row;
   const T* p;
-  int64_t step;
-  Row row(int64_t j) const { return {{p + j * kPanelBlock, step}}; }
-  // A panel is one stream: the tile that starts the view fetches whole blocks of the panel, this
-  // far ahead, for the tiles of the other rows as well (1-4 KB measure the same).
+  int64_t step;   // the panels' height * kPanelBlock
+  int64_t panel;  // elements per full panel (kPanelRows * in)
+  int64_t first;  // view row 0's row in the panel at p
+  Row row(int64_t j) const {
+    const int64_t k = first + j;
+    return {{p + k / kPanelRows * panel + k % kPanelRows * kPanelBlock, step}};
+  }
+  // A tile of NR rows from r prefetches the same rows two panels ahead (the rows of the next tiles
+  // lie a few blocks away, too close to hide memory's latency).
+  template <int NR>
+  RowsAhead<Row, NR> ahead(int64_t r) const {
+    RowsAhead<Row, NR> a;
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) a.rows[j] = row(r + 2 * kPanelRows + j);
+    return a;
+  }
+  KVLM_TARGET Vec tail(int64_t j, int64_t i, int64_t n) const {
+    const T* q = row(j).at.at(i);
+    return padded_tail(n, [q](int64_t k) { return Widen::scalar(q[k]); });
+  }
+};
+
+// Decode's view: the rows of one panel from p on, read by one tile of kPanelDecodeRows. A panel is
+// one stream: the tile that starts the view fetches whole blocks of the panel, this far ahead, for
+// the tiles of the other rows as well (1-4 KB measure the same).
+template <class T, class Widen>
+struct PanelRows : PanelSpan<T, Widen> {
+  using Row = typename PanelSpan<T, Widen>::Row;
+  // Fixed offsets from one pointer (a 16-row tile has no registers for 16 row pointers).
+  Row row(int64_t j) const { return {{this->p + j * kPanelBlock, this->step}}; }
   static constexpr int64_t kAheadBytes = 2048;
   struct Ahead {
     const T* p;
@@ -135,11 +151,7 @@ struct PanelRows {
     }
   };
   template <int NR>
-  Ahead ahead(int64_t r) const { return {p, step, r == 0}; }
-  KVLM_TARGET Vec tail(int64_t j, int64_t i, int64_t n) const {
-    const T* q = row(j).at.at(i);
-    return padded_tail(n, [q](int64_t k) { return Widen::scalar(q[k]); });
-  }
+  Ahead ahead(int64_t r) const { return {this->p, this->step, r == 0}; }
 };
 
 // MLX affine rows, dequantized in registers: scale * float(code) + bias, the multiply and the add
@@ -215,7 +227,8 @@ struct PackedTokens {
 
 // x [T, in] into `out` in PackedTokens<G> order.
 template <int G>
-KVLM_TARGET PackedTokens<G> pack_tokens(const float* x, int64_t T, int64_t in, std::vector<float>& out) {
+KVLM_TARGET PackedTokens<G> pack_tokens(const float* x, int64_t T, int64_t in,
+                                        std::vector<float>& out) {
   const int64_t group = (in + kDotLanes - 1) / kDotLanes * G * kDotLanes;
   out.assign(size_t((T + G - 1) / G * group), 0.0f);
   for (int64_t t = 0; t < T; ++t) {
@@ -226,8 +239,9 @@ KVLM_TARGET PackedTokens<G> pack_tokens(const float* x, int64_t T, int64_t in, s
   return {out.data(), group};
 }
 
-// y[t * ldy + j] for NT tokens of x and weight rows r .. r+NR-1.
-// `stream`: the weights come from memory for little arithmetic (decode), so prefetch them.
+// y[t * ldy + j] for NT tokens and weight rows r .. r+NR-1; x is the first token's block 0 in
+// PackedTokens<G> order. `stream`: the weights come from memory for little arithmetic (decode), so
+// prefetch them.
 template <int G, int NT, int NR, class Rows>
 KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, float* y,
                       int64_t ldy, bool stream) {
@@ -271,7 +285,8 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
     const int64_t n = in - i;
     for (int j = 0; j < NR; ++j) {
       const Vec w = rows.tail(r + j, i, n);
-      for (int t = 0; t < NT; ++t) acc[t][j] = Vec::fma(Vec::load(x + i * G + t * kDotLanes), w, acc[t][j]);
+      for (int t = 0; t < NT; ++t)
+        acc[t][j] = Vec::fma(Vec::load(x + i * G + t * kDotLanes), w, acc[t][j]);
     }
   }
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
@@ -290,10 +305,11 @@ KVLM_TARGET void tile_rows(const float* x, int64_t in, const Rows& rows, int64_t
 // Tokens t0 .. t1-1 against weight rows r0 .. r1-1: tiles of NT tokens, the remainder in halving
 // tiles (NT/2, ..., 1).
 template <int NT, int G, class Rows>
-KVLM_TARGET void tile_tokens(const PackedTokens<G>& x, int64_t t0, int64_t t1, int64_t in, const Rows& rows,
-                             int64_t r0, int64_t r1, float* y, int64_t ldy) {
+KVLM_TARGET void tile_tokens(const PackedTokens<G>& x, int64_t t0, int64_t t1, int64_t in,
+                             const Rows& rows, int64_t r0, int64_t r1, float* y, int64_t ldy) {
   int64_t t = t0;
-  for (; t + NT <= t1; t += NT) tile_rows<G, NT, kTileRows>(x.from(t), in, rows, r0, r1, y + t * ldy, ldy);
+  for (; t + NT <= t1; t += NT)
+    tile_rows<G, NT, kTileRows>(x.from(t), in, rows, r0, r1, y + t * ldy, ldy);
   if constexpr (NT > 1)
     if (t < t1) tile_tokens<NT / 2>(x, t, t1, in, rows, r0, r1, y, ldy);
 }
@@ -304,7 +320,8 @@ template <int NT, int NR, int G, class Rows>
 KVLM_TARGET void tokens_on_rows(const PackedTokens<G>& x, int64_t t0, int64_t T, int64_t in,
                                 const Rows& rows, int64_t r, float* y, int64_t ldy) {
   int64_t t = t0;
-  for (; t + NT <= T; t += NT) tile<G, NT, NR>(x.from(t), in, rows, r, y + t * ldy + r, ldy, t == 0);
+  for (; t + NT <= T; t += NT)
+    tile<G, NT, NR>(x.from(t), in, rows, r, y + t * ldy + r, ldy, t == 0);
   if constexpr (NT > 1)
     if (t < T) tokens_on_rows<NT / 2, NR>(x, t, T, in, rows, r, y, ldy);
 }
@@ -398,9 +415,7 @@ KVLM_TARGET void run_affine(const LinearRows& job) {
   run(job, rows);
 }
 
-// Decode against panel order: the job's rows one panel view at a time. Batches take the general
-// rows (DenseRows), whose 3-row tiles run on across panels: on views a 16-row panel would end in a
-// 1-row tile, 12% slower in all (LinearFromMemory/8/1).
+// Decode against panel order: the job's rows one panel view at a time.
 template <class T, class Widen>
 KVLM_TARGET void decode_panel_views(const LinearRows& job, const T* w) {
   const int64_t in = job.w->in_features, rows = job.w->out_features;
@@ -409,21 +424,37 @@ KVLM_TARGET void decode_panel_views(const LinearRows& job, const T* w) {
   for (int64_t r = job.r0, end = job.r0 + job.R; r < end;) {
     const int64_t next = std::min(end, (r / kPanelRows + 1) * kPanelRows);
     const PanelRow p = panel_row(r, rows, in);
-    stream_rows<1, kPanelDecodeRows>(x, 1, in, PanelRows<T, Widen>{w + p.start, p.step},
-                                     next - r, job.y + (r - job.r0), job.ldy);
+    const PanelRows<T, Widen> view{{w + p.start, p.step, 0, 0}};  // one panel: no panel stride
+    stream_rows<1, kPanelDecodeRows>(x, 1, in, view, next - r, job.y + (r - job.r0), job.ldy);
+    r = next;
+  }
+}
+
+// Batches and prefill against panel order: the job's rows in the weight's full panels, then in its
+// last, shorter panel, each as one span whose tiles run on across panels.
+template <class T, class Widen>
+KVLM_TARGET void run_panel_spans(const LinearRows& job, const T* w) {
+  const int64_t in = job.w->in_features, rows = job.w->out_features;
+  const int64_t full = rows / kPanelRows * kPanelRows, end = job.r0 + job.R;
+  for (int64_t r = job.r0; r < end;) {
+    const int64_t next = r < full ? std::min(end, full) : end;
+    const PanelRow p = panel_row(r, rows, in);
+    LinearRows part = job;
+    part.r0 = r, part.R = next - r, part.y = job.y + (r - job.r0);
+    run(part, PanelSpan<T, Widen>{w + r / kPanelRows * kPanelRows * in, p.step, kPanelRows * in,
+                                  r % kPanelRows});
     r = next;
   }
 }
 
 template <class T, class Widen>
 KVLM_TARGET void run_dense(const LinearRows& job, const T* w) {
-  const ops::Weight& weight = *job.w;
-  if (weight.panels && job.T == 1) return decode_panel_views<T, Widen>(job, w);
-  // Row-major weights start at the job's first row; panel-ordered ones are addressed whole.
-  const int64_t in = weight.in_features;
-  const DenseLayout<T> layout{weight.panels ? w : w + job.r0 * in, in, job.r0, weight.out_features,
-                              weight.panels};
-  run(job, DenseRows<T, Widen>{layout});
+  if (job.w->panels) {
+    if (job.T == 1) return decode_panel_views<T, Widen>(job, w);
+    return run_panel_spans<T, Widen>(job, w);
+  }
+  const int64_t in = job.w->in_features;
+  run(job, DenseRows<T, Widen>{{w + job.r0 * in, in}});
 }
 
 KVLM_TARGET void linear_rows_simd(const LinearRows& job) {
