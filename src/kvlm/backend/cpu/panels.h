@@ -16,6 +16,12 @@ namespace kvlm::cpu {
 
 inline constexpr int64_t kPanelRows = 16, kPanelBlock = 16;
 
+// Only rows this short take panel order. Longer rows are long streams already (decode of a
+// 2048-wide bf16 weight measured the same in either order), and a panel wider than the L1 cache
+// (16 rows x 2 KB = 32 KB) makes batched tiles re-read it from L2 in strided passes: 8-token
+// batches ran 40-45% slower on 2048- to 8192-wide panels than on their row-major rows.
+inline constexpr int64_t kPanelMaxRowBytes = 2048;
+
 // Where row r of a panel-ordered [rows, in] matrix lies: element i is at
 // start + (i / kPanelBlock) * step + i % kPanelBlock.
 struct PanelRow {
