@@ -72,5 +72,19 @@ TEST(EngineFlags, BadValuesAreRefused) {
   EXPECT_THROW(parse({"--prompt-cache-bytes", "-5"}), CLI::ValidationError);
 }
 
+TEST(EngineFlags, WeightLayout) {
+  EXPECT_TRUE(parse({}).load.panel_weights);
+  EXPECT_TRUE(parse({"--weight-layout", "panels"}).load.panel_weights);
+  EXPECT_FALSE(parse({"--weight-layout", "rows"}).load.panel_weights);
+  try {
+    parse({"--weight-layout", "columns"});
+    ADD_FAILURE() << "--weight-layout columns was accepted";
+  } catch (const CLI::ValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown value 'columns' (expected panels or rows)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kvlm

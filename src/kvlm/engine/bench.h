@@ -36,7 +36,7 @@ struct BenchOptions {
   bool profile = false;         // time per op kind per step (ops::ProfileScope)
   KVQuantOptions kv_quant;  // --kv-quant etc.
   ops::MatmulPath matmul = ModelLoadOptions().matmul;  // --matmul
-  bool panel_weights = true;                           // --weight-layout
+  bool panel_weights = ModelLoadOptions().panel_weights;  // --weight-layout
 };
 
 // Runs the measurements; returns them as JSON and prints a table to stdout as it goes.

@@ -111,23 +111,23 @@ KVLM_TARGET void int8_tokens(const Int8Job& j, int64_t t0, int64_t t1, int64_t R
 }
 
 // Every token of t0 .. t1-1 against the NR rows from r: token tiles of NT, then halving tiles. The
-// first tile prefetches the rows ahead; the others find this panel in the L1 cache.
+// first tile prefetches the rows ahead; the others find these rows in the L1 cache.
 template <int kBits, int NT, int NR>
-KVLM_TARGET void int8_tokens_on_panel(const Int8Job& j, int64_t t0, int64_t t1, int64_t r, bool prefetch) {
+KVLM_TARGET void int8_tokens_on_rows(const Int8Job& j, int64_t t0, int64_t t1, int64_t r, bool prefetch) {
   int64_t t = t0;
   for (; t + NT <= t1; t += NT) int8_tile<kBits, NT, NR>(j, t, r, prefetch && t == t0);
   if constexpr (NT > 1)
-    if (t < t1) int8_tokens_on_panel<kBits, NT / 2, NR>(j, t, t1, r, prefetch && t == t0);
+    if (t < t1) int8_tokens_on_rows<kBits, NT / 2, NR>(j, t, t1, r, prefetch && t == t0);
 }
 
-// Batched decode: each panel of rows serves every token tile before the next panel is read, so a
+// Batched decode: each tile of rows serves every token tile before the next rows are read, so a
 // batch of several tiles still reads the weights from memory once.
 template <int kBits>
-KVLM_TARGET void int8_stream_panels(const Int8Job& j, int64_t T, int64_t R) {
+KVLM_TARGET void int8_stream_rows(const Int8Job& j, int64_t T, int64_t R) {
   constexpr int NR = I8::kTileRows;
   int64_t r = 0;
-  for (; r + NR <= R; r += NR) int8_tokens_on_panel<kBits, I8::kTileTokens, NR>(j, 0, T, r, true);
-  for (; r < R; ++r) int8_tokens_on_panel<kBits, I8::kTileTokens, 1>(j, 0, T, r, true);
+  for (; r + NR <= R; r += NR) int8_tokens_on_rows<kBits, I8::kTileTokens, NR>(j, 0, T, r, true);
+  for (; r < R; ++r) int8_tokens_on_rows<kBits, I8::kTileTokens, 1>(j, 0, T, r, true);
 }
 
 // A float tensor (f32, f16 or bf16) read 16 elements at a time as f32.
@@ -163,7 +163,7 @@ KVLM_TARGET void widen_centred(const Tensor& scales, const Tensor& biases, int64
   int8_center_biases(s_out + i, b_out + i, n - i, bits);
 }
 
-// Batches up to this many tokens stream their weights panel by panel (int8_stream_panels).
+// Batches up to this many tokens stream their weights tile of rows by tile (int8_stream_rows).
 constexpr int64_t kInt8StreamTokens = 16;
 
 template <int kBits>
@@ -189,7 +189,7 @@ KVLM_TARGET void linear_int8_simd_bits(const LinearRows& job, const Int8Acts& ac
                   std::countr_zero(uint64_t(G)),
                   lane_groups, job.y, job.ldy};
   if (job.T == 1) return int8_rows<kBits, 1, I8::kDecodeRows>(j, 0, job.R, true);
-  if (job.T <= kInt8StreamTokens) return int8_stream_panels<kBits>(j, job.T, job.R);
+  if (job.T <= kInt8StreamTokens) return int8_stream_rows<kBits>(j, job.T, job.R);
   // Prefill: token blocks whose activations stay in the L2 cache while the weight rows pass.
   constexpr int64_t kBlockBytes = 384 * 1024;
   const int64_t block = std::max<int64_t>(

@@ -1,14 +1,14 @@
 #pragma once
 // The decode layout of dense weights (ops::panel_weight, the default at model load). A linear
 // layer in decode reads each weight once per token, several rows at a time, 16 elements of each
-// row per step. In the checkpoint's row-major order those are that many streams 2-10 KB long that
-// the hardware prefetchers pick up late; panels turn them into one sequential stream per thread:
-// rows are grouped in panels of kPanelRows, and a panel stores block 0 (elements 0-15) of each of
-// its rows, then block 1 of each, and so on. A last panel of fewer rows keeps the same order over
-// its rows. Only the addresses change: every kernel reads the same values in the same order, so
+// row per step. In the checkpoint's row-major order those are that many short streams (a row of
+// 896 bf16 is 1.8 KB) that the hardware prefetchers pick up late; panels turn them into one
+// sequential stream per thread: rows are grouped in panels of kPanelRows, and a panel stores block
+// 0 (elements 0-15) of each of its rows, then block 1 of each, and so on. A last panel of fewer
+// rows keeps the same order over its rows. Only the addresses change: every kernel reads the same values in the same order, so
 // results are bit-identical to the row-major weight. 16 rows: one AVX-512 decode tile reads a
-// whole panel (512 bytes of bf16 per step). Batched decode and prefill address panels row by row,
-// their 3-row tiles running on across panels.
+// whole panel (512 bytes of bf16 per step). Batched decode and prefill read spans of panels, their
+// 3-row tiles running on across panels.
 #include <algorithm>
 #include <cstdint>
 
