@@ -62,6 +62,11 @@ double weight_bytes(const ops::Weight& w) {
   return b;
 }
 
+ops::Weight int8_path(ops::Weight w) {
+  w.matmul = ops::MatmulPath::kInt8;
+  return ops::int8_weight(w);
+}
+
 // Args: ISA, format (0 bf16, 1 q4, 2 q8, 3 bf16 in panel order), M.
 void Linear(benchmark::State& state) {
   const auto isa = cpu::Isa(state.range(0));
@@ -89,8 +94,8 @@ BENCHMARK(Linear)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {1, 8, 128}})->Unit(ben
 void LinearInt8(benchmark::State& state) {
   const auto isa = cpu::Isa(state.range(0));
   if (!cpu::isa_supported(isa)) return state.SkipWithError("ISA not supported here");
-  ops::Weight w = state.range(1) == 1 ? weights().q4 : weights().q8;
-  w.matmul = ops::MatmulPath::kInt8;
+  static const ops::Weight q4 = int8_path(weights().q4), q8 = int8_path(weights().q8);
+  const ops::Weight& w = state.range(1) == 1 ? q4 : q8;
   const int64_t M = state.range(2);
   const Tensor x = random_f32({M, kIn}, 2);
   std::vector<float> y(size_t(M * kOut));

@@ -31,6 +31,7 @@ QuantWeight quantized(int64_t R, int64_t in, int bits, int group, DType params, 
   QuantWeight t{q.packed, q.scales, q.biases, {}};
   t.w = ops::affine_weight(t.packed, t.scales, t.biases, AffineSpec{bits, group});
   t.w.matmul = ops::MatmulPath::kInt8;
+  t.w = ops::int8_weight(t.w);
   return t;
 }
 
@@ -48,47 +49,43 @@ std::vector<float> run_exact(const std::vector<float>& x, int64_t T, const ops::
   return y;
 }
 
-// linear_int8.h's formula written out directly: quantize, bias lanes, lane sums and fmas, fold.
+// linear_int8.h's formula written out directly from the checkpoint's layout: quantize, then per
+// group the bias step and the scaled integer sum.
 float formula(const float* x, const QuantWeight& qw, int64_t row) {
   const ops::Weight& w = qw.w;
   const int64_t in = w.in_features, G = w.quant->group_size, groups = in / G;
   const int bits = w.quant->bits, m = 1 << (bits - 1);
-  const int64_t chunk = bits == 4 ? 128 : 64, lane_codes = chunk / kDotLanes;
-  const uint32_t* packed = w.weight.data<uint32_t>() + row * affine_packed_words(in, bits);
+  const uint32_t* packed = qw.packed.data<uint32_t>() + row * affine_packed_words(in, bits);
   const auto param = [&](const Tensor& t, int64_t g) {
     const int64_t k = row * groups + g;
-    return t.dtype() == DType::kBF16 ? bf16_to_f32(t.data<uint16_t>()[k]) : t.data<float>()[k];
+    switch (t.dtype()) {
+      case DType::kBF16: return bf16_to_f32(t.data<uint16_t>()[k]);
+      case DType::kF16: return f16_to_f32(t.data<uint16_t>()[k]);
+      default: return t.data<float>()[k];
+    }
   };
-  std::vector<int32_t> xq(size_t(in), 0);
-  std::vector<float> d(size_t(groups), 0.0f), sx(size_t(groups), 0.0f), centred(size_t(groups), 0.0f);
+  float y = 0.0f;
   for (int64_t g = 0; g < groups; ++g) {
-    float amax = 0;
-    for (int64_t i = g * G; i < (g + 1) * G; ++i) amax = std::max(amax, std::fabs(x[i])), sx[size_t(g)] += x[i];
-    d[size_t(g)] = amax == 0 ? 0.0f : amax / 127.0f;
-    for (int64_t i = g * G; i < (g + 1) * G; ++i)
-      xq[size_t(i)] = amax == 0 ? 0 : int32_t(std::nearbyint(x[i] * (127.0f / amax)));
-    centred[size_t(g)] = param(w.biases, g) + param(w.scales, g) * float(m);
-  }
-  float F[kDotLanes] = {};
-  for (int64_t g = 0; g < groups; ++g)
-    F[g % kDotLanes] = std::fma(centred[size_t(g)], sx[size_t(g)], F[g % kDotLanes]);
-  for (int64_t g = groups; g % kDotLanes != 0; ++g) F[g % kDotLanes] = std::fma(0.0f, 0.0f, F[g % kDotLanes]);
-  for (int64_t lane = 0; lane < (in + chunk - 1) / chunk * kDotLanes; ++lane) {
-    const int64_t i0 = lane * lane_codes, g = i0 / G;
+    float amax = 0, sx = 0;
+    for (int64_t i = g * G; i < (g + 1) * G; ++i) amax = std::max(amax, std::fabs(x[i])), sx += x[i];
+    const float d = amax == 0 ? 0.0f : amax / 127.0f;
     int32_t P = 0;
-    for (int64_t i = i0; i < std::min(i0 + lane_codes, in); ++i)
-      P += (int32_t(affine_code(packed, i, bits)) - m) * xq[size_t(i)];
-    const float u = g < groups ? param(w.scales, g) * d[size_t(g)] : 0.0f;
-    F[lane % kDotLanes] = std::fma(u, float(P), F[lane % kDotLanes]);
+    for (int64_t i = g * G; i < (g + 1) * G; ++i) {
+      const int32_t xq = amax == 0 ? 0 : int32_t(std::nearbyint(x[i] * (127.0f / amax)));
+      P += (int32_t(affine_code(packed, i, bits)) - m) * xq;
+    }
+    const float s = param(qw.scales, g), centred = param(qw.biases, g) + s * float(m);
+    y = std::fma(centred, sx, y);
+    y = std::fma(s * d, float(P), y);
   }
-  return fold_lanes(F);
+  return y;
 }
 
 TEST(LinearInt8, PortableFollowsTheFormula) {
   for (int bits : {4, 8})
     for (int group : {32, 64, 128})
-      for (DType params : {DType::kBF16, DType::kF32}) {
-        const int64_t in = 17 * group, R = 3, T = 2;  // 17 groups: a partial last chunk for g32/g64
+      for (DType params : {DType::kBF16, DType::kF16, DType::kF32}) {
+        const int64_t in = 17 * group, R = 19, T = 2;  // 19 rows: a second, partial tile
         const QuantWeight qw = quantized(R, in, bits, group, params, uint32_t(bits + group));
         const auto x = normal(size_t(T * in), 9);
         const auto y = run_int8(Isa::kPortable, x, T, qw.w, 0, R);

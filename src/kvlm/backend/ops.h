@@ -45,6 +45,7 @@ struct Weight {
   int64_t out_features = 0, in_features = 0;
   MatmulPath matmul = MatmulPath::kExact;  // ignored by dense weights and embedding()
   bool panels = false;             // dense `weight` in the decode layout of cpu/panels.h
+  Tensor int8_tiles;               // the int8 path's copy of an affine weight (int8_weight)
 
   bool has_bias() const { return bias.defined(); }
 };
@@ -60,6 +61,12 @@ Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& b
 // order (cpu/panels.h; same values, same results); any other weight is returned unchanged. Model
 // loading applies it with ModelLoadOptions::panel_weights.
 Weight panel_weight(const Weight& w);
+
+// The same weight with the copy the int8 path reads (cpu/linear_int8.h's tiles of 16 rows), for an
+// MLX affine weight with 4- or 8-bit codes that asks for MatmulPath::kInt8; any other weight is
+// returned unchanged. Model loading applies it to every weight; the exact path and embedding()
+// still read `weight`, `scales` and `biases`.
+Weight int8_weight(const Weight& w);
 
 // ---- Elementwise and row ops -----------------------------------------------------------------
 

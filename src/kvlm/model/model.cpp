@@ -18,7 +18,8 @@ struct LayerWeights {
 };
 
 // A linear module `name` ([out, in]) in whichever format the checkpoint stores it, with its
-// optional additive bias; with `panels`, dense weights in the decode layout (ops::panel_weight).
+// optional additive bias; with `panels`, dense weights in the decode layout (ops::panel_weight);
+// affine weights on the int8 path with its copy (ops::int8_weight).
 ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t out, int64_t in,
                         ops::MatmulPath matmul, bool panels) {
   const Tensor bias = ck.has(name + ".bias") ? ck.tensor_checked(name + ".bias", {out}) : Tensor();
@@ -32,6 +33,11 @@ ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t o
     const Tensor biases = ck.tensor_checked(name + ".biases", {out, in / q->group_size});
     ops::Weight w = ops::affine_weight(packed, scales, biases, *q, bias);
     w.matmul = matmul;
+    w = ops::int8_weight(w);
+    // As for panels below: the int8 path reads only its copy, and the exact reads that remain
+    // (embedding rows of a tied table) page their rows back in from the page cache.
+    if (w.int8_tiles.defined())
+      for (const char* part : {".weight", ".scales", ".biases"}) ck.release(name + part);
     return w;
   }
   const ops::Weight w = ops::dense_weight(ck.tensor_checked(name + ".weight", {out, in}), bias);

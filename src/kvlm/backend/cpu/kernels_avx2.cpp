@@ -112,26 +112,23 @@ namespace kvlm::cpu {
 namespace {
 
 // Integer dot products with plain AVX2 (no VNNI needed), exact, in the lanes vpdpbusd would use:
-// a pair of ymm registers is the formula's 16 lanes. vpmaddubsw multiplies 4-bit values by int8
-// activations (two products of at most 15 * 127 per int16, so it never saturates) and vpmaddwd
+// a pair of ymm registers is the 16 rows of a tile. vpmaddubsw multiplies 4-bit values by int8
+// activations (two products of at most 15 * 128 per int16, so it never saturates) and vpmaddwd
 // adds pairs into int32; 8-bit codes are split into nibbles, code = 16 * high + low.
 struct I8 {
   struct Acc {
-    __m256i lo, hi;  // lanes 0-7 and 8-15
+    __m256i lo, hi;  // rows 0-7 and 8-15
   };
-  // Low and high nibbles of bytes 0-31 and 32-63 of a chunk: 4-bit codes 0, 2, ... and 1, 3, ...;
-  // for 8-bit codes the two halves of each code.
+  // Low and high nibbles of rows 0-7 and 8-15: 4-bit codes 0, 2, 4, 6 and 1, 3, 5, 7 of each
+  // row's word; for 8-bit codes the two halves of each code.
   struct Nibbles {
     __m256i lo[2], hi[2];
   };
   using W4 = Nibbles;
   using W8 = Nibbles;
-  static constexpr int kTileTokens = 2, kTileRows = 1, kDecodeRows = 2;
+  static constexpr int kTileTokens = 2;
 
-  // nbytes < 64 only for the last chunk of a 4-bit row: the missing bytes read as zero codes.
-  static KVLM_TARGET Nibbles load(const uint8_t* p, int64_t nbytes) {
-    alignas(32) uint8_t tail[64] = {};
-    if (nbytes < 64) p = static_cast<const uint8_t*>(std::memcpy(tail, p, size_t(nbytes)));
+  static KVLM_TARGET Nibbles load(const uint8_t* p) {
     const __m256i mask = _mm256_set1_epi8(0x0F);
     Nibbles n;
     for (int h = 0; h < 2; ++h) {
@@ -141,39 +138,32 @@ struct I8 {
     }
     return n;
   }
-  static KVLM_TARGET W4 load4(const uint8_t* p, int64_t nbytes) { return load(p, nbytes); }
-  static KVLM_TARGET W8 load8(const uint8_t* p, int64_t nbytes) { return load(p, nbytes); }
-  static KVLM_TARGET __m256i bytes(const int8_t* x) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  static KVLM_TARGET W4 load4(const uint8_t* p) { return load(p); }
+  static KVLM_TARGET W8 load8(const uint8_t* p) { return load(p); }
+  // Each int32 lane: the sum of its 4 unsigned bytes times the 4 bytes of x.
+  static KVLM_TARGET __m256i dot(__m256i codes, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, x), _mm256_set1_epi16(1));
   }
-  static KVLM_TARGET __m256i pairs(__m256i x16) { return _mm256_madd_epi16(x16, _mm256_set1_epi16(1)); }
-  static KVLM_TARGET Acc dot4(const W4& w, const int8_t* x, const int32_t* base) {
+  static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, int32_t x) {
+    const __m256i xv = _mm256_set1_epi32(x);
+    return {_mm256_add_epi32(acc.lo, dot(w.lo[0], xv)), _mm256_add_epi32(acc.hi, dot(w.lo[1], xv))};
+  }
+  static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, int32_t x) {
+    const __m256i xv = _mm256_set1_epi32(x);
+    return {_mm256_add_epi32(acc.lo, dot(w.hi[0], xv)), _mm256_add_epi32(acc.hi, dot(w.hi[1], xv))};
+  }
+  static KVLM_TARGET Acc dot8(Acc acc, const W8& w, int32_t x) {
+    const __m256i xv = _mm256_set1_epi32(x);
+    const __m256i in[2] = {acc.lo, acc.hi};
     __m256i out[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo[h], bytes(x + 32 * h)),
-                                         _mm256_maddubs_epi16(w.hi[h], bytes(x + 64 + 32 * h)));
-      out[h] = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + 8 * h)), pairs(p));
-    }
+    for (int h = 0; h < 2; ++h)
+      out[h] = _mm256_add_epi32(_mm256_add_epi32(in[h], dot(w.lo[h], xv)), _mm256_slli_epi32(dot(w.hi[h], xv), 4));
     return {out[0], out[1]};
   }
-  static KVLM_TARGET Acc dot8(const W8& w, const int8_t* x, const int32_t* base) {
-    __m256i out[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m256i xv = bytes(x + 32 * h);
-      const __m256i lo = pairs(_mm256_maddubs_epi16(w.lo[h], xv));
-      const __m256i hi = pairs(_mm256_maddubs_epi16(w.hi[h], xv));
-      out[h] = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + 8 * h)),
-                                _mm256_add_epi32(lo, _mm256_slli_epi32(hi, 4)));
-    }
-    return {out[0], out[1]};
-  }
+  static KVLM_TARGET Acc set1(int32_t v) { return {_mm256_set1_epi32(v), _mm256_set1_epi32(v)}; }
+  static KVLM_TARGET Acc zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+  static KVLM_TARGET Acc add(Acc a, Acc b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
   static KVLM_TARGET Vec to_float(Acc a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
-  // Lane k: s[group[k]] (group[k] < 8).
-  static KVLM_TARGET Vec expand(const float* s, const int32_t* group) {
-    const __m256 v = _mm256_loadu_ps(s);
-    return {_mm256_permutevar8x32_ps(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group))),
-            _mm256_permutevar8x32_ps(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + 8)))};
-  }
 };
 
 }  // namespace

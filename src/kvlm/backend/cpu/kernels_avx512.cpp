@@ -102,40 +102,32 @@ namespace kvlm::cpu {
 namespace {
 
 // vpdpbusd multiplies unsigned codes by signed activations, 4 bytes into each int32 lane: one
-// zmm register is the formula's 16 lanes.
+// zmm register is the 16 rows of a tile, each lane one row's word of codes.
 struct I8 {
   using Acc = __m512i;
   struct W4 {
-    __m512i lo, hi;  // codes 0, 2, ..., 126 and 1, 3, ..., 127 of a 64-byte chunk
+    __m512i lo, hi;  // each row's codes 0, 2, 4, 6 and 1, 3, 5, 7 of the word
   };
-  struct W8 {
-    __m512i codes;
-  };
-  // 4 tokens x 4 rows = 16 accumulators plus 8 registers of nibbles; decode reads 8 rows at once.
-  static constexpr int kTileTokens = 4, kTileRows = 4, kDecodeRows = 8;
+  using W8 = __m512i;
+  // 4 tokens: 8 integer and 4 float accumulators.
+  static constexpr int kTileTokens = 4;
 
-  // nbytes < 64 only for the last chunk of a row: the missing bytes read as zero codes.
-  static KVLM_TARGET __m512i load(const uint8_t* p, int64_t nbytes) {
-    if (nbytes == 64) return _mm512_loadu_si512(p);
-    return _mm512_maskz_loadu_epi8((uint64_t(1) << nbytes) - 1, p);
-  }
-  static KVLM_TARGET W4 load4(const uint8_t* p, int64_t nbytes) {
-    const __m512i w = load(p, nbytes), mask = _mm512_set1_epi8(0x0F);
+  static KVLM_TARGET W4 load4(const uint8_t* p) {
+    const __m512i w = _mm512_loadu_si512(p), mask = _mm512_set1_epi8(0x0F);
     return {_mm512_and_si512(w, mask), _mm512_and_si512(_mm512_srli_epi16(w, 4), mask)};
   }
-  static KVLM_TARGET W8 load8(const uint8_t* p, int64_t nbytes) { return {load(p, nbytes)}; }
-  static KVLM_TARGET Acc dot4(W4 w, const int8_t* x, const int32_t* base) {
-    const Acc acc = _mm512_dpbusd_epi32(_mm512_loadu_si512(base), w.lo, _mm512_loadu_si512(x));
-    return _mm512_dpbusd_epi32(acc, w.hi, _mm512_loadu_si512(x + 64));
+  static KVLM_TARGET W8 load8(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, int32_t x) {
+    return _mm512_dpbusd_epi32(acc, w.lo, _mm512_set1_epi32(x));
   }
-  static KVLM_TARGET Acc dot8(W8 w, const int8_t* x, const int32_t* base) {
-    return _mm512_dpbusd_epi32(_mm512_loadu_si512(base), w.codes, _mm512_loadu_si512(x));
+  static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, int32_t x) {
+    return _mm512_dpbusd_epi32(acc, w.hi, _mm512_set1_epi32(x));
   }
+  static KVLM_TARGET Acc dot8(Acc acc, W8 w, int32_t x) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x)); }
+  static KVLM_TARGET Acc set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static KVLM_TARGET Acc zero() { return _mm512_setzero_si512(); }
+  static KVLM_TARGET Acc add(Acc a, Acc b) { return _mm512_add_epi32(a, b); }
   static KVLM_TARGET Vec to_float(Acc a) { return {_mm512_cvtepi32_ps(a)}; }
-  // Lane k: s[group[k]].
-  static KVLM_TARGET Vec expand(const float* s, const int32_t* group) {
-    return {_mm512_permutexvar_ps(_mm512_loadu_si512(group), _mm512_loadu_ps(s))};
-  }
 };
 
 }  // namespace

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/base/half.h"
 #include "kvlm/base/thread_pool.h"
 #include "kvlm/quant/affine.h"
 
@@ -12,97 +14,133 @@ namespace kvlm::cpu {
 
 Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_size, int bits) {
   Int8Acts a;
-  const int64_t chunk = int8_chunk(bits);
-  const int lane_shift = bits == 4 ? 3 : 2;  // log2 of the codes per lane
-  const int32_t m = 1 << (bits - 1);
-  a.stride = (in + kInt8Block - 1) / kInt8Block * kInt8Block;
-  a.lanes = (in + chunk - 1) / chunk * kDotLanes;
+  a.in = in;
   a.groups = in / group_size;
-  a.groups_pad = (a.groups + kDotLanes - 1) / kDotLanes * kDotLanes;
-  a.q.assign(size_t(T * a.stride), 0);
-  a.d.assign(size_t(T * a.lanes), 0.0f);
-  a.base.assign(size_t(T * a.lanes), 0);
-  a.sx.assign(size_t(T * a.groups_pad), 0.0f);
+  a.q.assign(size_t(T * in), 0);
+  a.d.assign(size_t(T * a.groups), 0.0f);
+  a.sx.assign(size_t(T * a.groups), 0.0f);
+  a.base.assign(size_t(T * a.groups), 0);
   // Token rows are independent: they are quantized in parallel (a prefill chunk has hundreds).
   ops::thread_pool().parallel_for(size_t(T), 16, [&](size_t t_begin, size_t t_end) {
     // Local copies: the int8 stores below may alias anything, so captured values would be
     // reloaded from memory on every code.
-    const int code_bits = bits, shift = lane_shift;
-    const int32_t mid = m;
-    const int64_t per_lane = int64_t(1) << shift, G = group_size, groups = a.groups;
+    const int code_bits = bits;
+    const int32_t mid = 1 << (bits - 1);
+    const int64_t G = group_size, groups = a.groups, n = in;
     for (int64_t t = int64_t(t_begin); t < int64_t(t_end); ++t) {
-      const float* xt = x + t * in;
-      int8_t* q = a.q.data() + t * a.stride;
+      const float* xt = x + t * n;
+      int8_t* q = a.q.data() + t * n;
       // sx_g in index order within each group; looping over the groups innermost lets their
       // dependency chains overlap (one group after another waited on every add).
-      float* sx = a.sx.data() + t * a.groups_pad;
-      int32_t* base = a.base.data() + t * a.lanes;
-      float* d = a.d.data() + t * a.lanes;
+      float* sx = a.sx.data() + t * groups;
       for (int64_t k = 0; k < G; ++k)
         for (int64_t g = 0; g < groups; ++g) sx[g] += xt[g * G + k];
       for (int64_t g = 0; g < groups; ++g) {
         const Int8Scale sc = int8_group_scale(xt + g * G, G);
         if (sc.d == 0.0f) continue;  // codes, d and base stay 0
-        // Lane by lane: each lane's codes summed in a register, its base written once.
-        for (int64_t i = g * G; i < (g + 1) * G; i += per_lane) {
-          int32_t sum = 0;
-          for (int64_t c = i; c < i + per_lane; ++c) {
-            const int8_t v = round_to_int8(xt[c] * sc.inv);
-            q[int8_act_index(c, code_bits)] = v;
-            sum += v;
-          }
-          base[i >> shift] = -mid * sum;
-          d[i >> shift] = sc.d;
+        int32_t sum = 0;
+        for (int64_t i = g * G; i < (g + 1) * G; ++i) {
+          const int8_t v = round_to_int8(xt[i] * sc.inv);
+          q[int8_act_index(i, code_bits)] = v;
+          sum += v;
         }
+        a.base[size_t(t * groups + g)] = -mid * sum;
+        a.d[size_t(t * groups + g)] = sc.d;
       }
     }
   });
   return a;
 }
 
-void int8_center_biases(const float* s, float* b, int64_t groups, int bits) {
-  const float m = float(1 << (bits - 1));
-  for (int64_t g = 0; g < groups; ++g) b[g] += s[g] * m;
-}
-
-void int8_lane_groups(int group_size, int bits, int32_t (&out)[16]) {
-  const int64_t lane_codes = int8_chunk(bits) / kDotLanes;
-  for (int64_t k = 0; k < kDotLanes; ++k) out[k] = int32_t(k * lane_codes / group_size);
+Tensor int8_tiles(const ops::Weight& w) {
+  const int bits = w.quant->bits, G = w.quant->group_size;
+  const int64_t rows = w.out_features, groups = w.in_features / G, words = G * bits / 32;
+  const int64_t row_words = affine_packed_words(w.in_features, bits);
+  const DType params = w.scales.dtype();
+  const size_t esize = dtype_size(params);
+  const int64_t group_bytes = int8_group_bytes(G, bits, params);
+  const int64_t tiles = (rows + kInt8TileRows - 1) / kInt8TileRows;
+  Tensor out = Tensor::empty({tiles * groups * group_bytes}, DType::kU8);
+  const auto* packed = w.weight.data<uint32_t>();
+  const auto* scales = static_cast<const uint8_t*>(w.scales.raw());
+  const auto* biases = static_cast<const uint8_t*>(w.biases.raw());
+  auto* dst = static_cast<uint8_t*>(out.raw());
+  ops::thread_pool().parallel_for(size_t(tiles), 1, [&](size_t b, size_t e) {
+    for (int64_t tile = int64_t(b); tile < int64_t(e); ++tile)
+      for (int64_t g = 0; g < groups; ++g) {
+        uint8_t* block = dst + (tile * groups + g) * group_bytes;
+        auto* codes = reinterpret_cast<uint32_t*>(block);
+        uint8_t* s = block + words * kInt8TileRows * 4;
+        uint8_t* bi = s + kInt8TileRows * esize;
+        for (int64_t k = 0; k < kInt8TileRows; ++k) {
+          const int64_t r = tile * kInt8TileRows + k;
+          const bool real = r < rows;  // rows past the end: zero codes, scales and biases
+          for (int64_t j = 0; j < words; ++j)
+            codes[j * kInt8TileRows + k] = real ? packed[r * row_words + g * words + j] : 0;
+          const size_t at = size_t(r * groups + g) * esize;
+          if (real) {
+            std::memcpy(s + k * esize, scales + at, esize);
+            std::memcpy(bi + k * esize, biases + at, esize);
+          } else {
+            std::memset(s + k * esize, 0, esize);
+            std::memset(bi + k * esize, 0, esize);
+          }
+        }
+      }
+  });
+  return out;
 }
 
 bool uses_int8(const ops::Weight& w) {
-  return w.matmul == ops::MatmulPath::kInt8 && w.quant && (w.quant->bits == 4 || w.quant->bits == 8);
+  return w.matmul == ops::MatmulPath::kInt8 && w.int8_tiles.defined();
 }
+
+namespace {
+
+float param_value(const uint8_t* p, DType dtype) {
+  float v = 0.0f;
+  switch (dtype) {
+    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
+    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
+    default: std::memcpy(&v, p, 4); return v;
+  }
+}
+
+}  // namespace
 
 void linear_int8_portable(const LinearRows& job, const Int8Acts& acts) {
   const ops::Weight& w = *job.w;
-  const int bits = w.quant->bits;
-  const int64_t in = w.in_features, G = w.quant->group_size, groups = acts.groups;
-  const int64_t chunk = int8_chunk(bits), lane_codes = chunk / kDotLanes;
-  const int64_t words = affine_packed_words(in, bits);
+  const int bits = w.quant->bits, G = w.quant->group_size;
+  const int64_t groups = acts.groups, words = G * bits / 32, codes_per_word = 32 / bits;
+  const DType params = w.scales.dtype();
+  const size_t esize = dtype_size(params);
+  const int64_t group_bytes = int8_group_bytes(G, bits, params);
   const int32_t m = 1 << (bits - 1);
-  // Scales zero-padded past the last group, for the lanes past the row's end.
-  std::vector<float> s(size_t(acts.lanes), 0.0f), b(size_t(acts.groups_pad), 0.0f);
+  const uint32_t mask = (1u << bits) - 1;
+  const auto* tiles = static_cast<const uint8_t*>(w.int8_tiles.raw());
   for (int64_t r = 0; r < job.R; ++r) {
-    const int64_t row = job.r0 + r;
-    const uint32_t* packed = w.weight.data<uint32_t>() + row * words;
-    widen(w.scales, row * groups, groups, s.data());
-    widen(w.biases, row * groups, groups, b.data());
-    int8_center_biases(s.data(), b.data(), groups, bits);
+    const int64_t row = job.r0 + r, tile = row / kInt8TileRows, k = row % kInt8TileRows;
     for (int64_t t = 0; t < job.T; ++t) {
-      const int8_t* q = acts.q.data() + t * acts.stride;
-      float F[kDotLanes] = {};
-      const float* sx = acts.sx.data() + t * acts.groups_pad;
-      for (int64_t g = 0; g < acts.groups_pad; g += kDotLanes) fma_lanes(b.data() + g, sx + g, F);
-      for (int64_t lane = 0; lane < acts.lanes; ++lane) {
+      const int8_t* q = acts.q.data() + t * acts.in;
+      float y = 0.0f;
+      for (int64_t g = 0; g < groups; ++g) {
+        const uint8_t* block = tiles + (tile * groups + g) * group_bytes;
+        const uint8_t* sb = block + words * kInt8TileRows * 4 + k * esize;
+        const float s = param_value(sb, params), b = param_value(sb + kInt8TileRows * esize, params);
         int32_t P = 0;
-        const int64_t i0 = lane * lane_codes;
-        for (int64_t i = i0; i < std::min(i0 + lane_codes, in); ++i)
-          P += (int32_t(affine_code(packed, i, bits)) - m) * int32_t(q[int8_act_index(i, bits)]);
-        const float u = s[size_t(i0 / G)] * acts.d[size_t(t * acts.lanes + lane)];
-        F[lane % kDotLanes] = std::fma(u, float(P), F[lane % kDotLanes]);
+        for (int64_t j = 0; j < words; ++j) {
+          uint32_t word;
+          std::memcpy(&word, block + (j * kInt8TileRows + k) * 4, 4);
+          for (int64_t c = 0; c < codes_per_word; ++c) {
+            const int64_t i = (g * words + j) * codes_per_word + c;
+            P += (int32_t((word >> (c * bits)) & mask) - m) * int32_t(q[int8_act_index(i, bits)]);
+          }
+        }
+        const size_t at = size_t(t * groups + g);
+        y = std::fma(b + s * float(m), acts.sx[at], y);
+        y = std::fma(s * acts.d[at], float(P), y);
       }
-      job.y[t * job.ldy + r] = fold_lanes(F);
+      job.y[t * job.ldy + r] = y;
     }
   }
 }

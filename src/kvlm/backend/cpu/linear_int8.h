@@ -6,26 +6,32 @@
 //   amax_g = max |x_i| over group g,  d_g = amax_g / 127,
 //   xq_i   = round-to-nearest-even(x_i * (127 / amax_g))   (all xq_i = 0 and d_g = 0 if amax_g = 0),
 //   sx_g   = x_first + x_next + ... in index order (float adds),
-//   m      = 2^(bits-1), the middle code,  b'_g = b_g + s_g * m  (float mul, then add).
+//   m      = 2^(bits-1), the middle code,  b'_g = b_g + s_g * m  (float mul, then add),
+//   P_g    = sum over the group of (code_i - m) * xq_i   (int32, exact),
 //
-// The codes of a row are cut into chunks of 16 lanes: a lane is 8 consecutive codes for 4 bits
-// (chunks of 128) and 4 for 8 bits (chunks of 64), so each lane lies in one group g(lane) and is
-// exactly what one int32 lane of vpdpbusd sums. For token t and row r, 16 float lanes F start as
-// the bias term's lanes in dot.h's order, F[k] = fma(b'_g, sx_g, F[k]) for g = k, k+16, ... from
-// +0 (zero-padded to a multiple of 16 groups); then for lane k of every chunk c in turn
+// and for token t and row r, y starts at +0 and for g = 0, 1, ... in turn
 //
-//   P      = sum over the lane's codes of (code_i - m) * xq_i        (int32, exact)
-//   F[k]   = fma(s_g * d_g, float(P), F[k])
+//   y = fma(b'_g, sx_g, y),  then  y = fma(s_g * d_g, float(P_g), y).
 //
-// with s_g = d_g = 0 for lanes past the row's end, and finally y = fold_lanes(F).
+// Integer sums are exact in any instruction order and the float steps follow this one chain, so
+// the portable, AVX2 and AVX-512 paths are bit-identical, and a token's outputs depend only on its
+// own row (never on T, tiling or threads). Centring the codes on m moves the constant part of each
+// weight into the bias term, which uses the exact sums sx: the activation rounding then multiplies
+// |code - m| <= m instead of code <= 2m, half the error. Other code widths (2, 3, 5, 6 bits) and
+// dense weights take the exact path.
 //
-// Integer lane sums are exact in any instruction order, and the float steps are elementwise or in
-// the fixed orders above, so the portable, AVX2 and AVX-512 paths are bit-identical, and a token's
-// outputs depend only on its own row (never on T, tiling or threads). The float work is one fma
-// per 16 lanes of a chunk, no horizontal sum per group. Centring the codes on m moves the constant
-// part of each weight into the bias term, which uses the exact sums sx: the activation rounding
-// then multiplies |code - m| <= m instead of code <= 2m, half the error. Other code widths
-// (2, 3, 5, 6 bits) and dense weights take the exact path.
+// The weight is copied once (ops::int8_weight, at model load) into tiles of 16 rows, so that one
+// vector register holds one 4-byte word of each of 16 rows and its lanes are 16 output rows: the
+// lane sums of vpdpbusd are then whole groups of one row, and the float steps run once per group
+// for 16 rows, with no horizontal sums. Tile k holds rows 16k .. 16k+15 (rows past the weight's
+// end are zero), group by group:
+//
+//   [word 0 of rows 0..15][word 1 of rows 0..15] ... (u32 each, the checkpoint's packed words)
+//   [the 16 rows' scales][the 16 rows' biases]       (in the checkpoint's dtype)
+//
+// one sequential stream per tile. A word holds 8 codes (4 bits) or 4 (8 bits) of consecutive
+// inputs; a token's quantized row stores each word's activations as vpdpbusd meets them
+// (int8_act_index).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -37,20 +43,20 @@
 
 namespace kvlm::cpu {
 
-// A token's quantized row is padded with zeros to whole blocks of this many codes.
-inline constexpr int64_t kInt8Block = 128;
+// Rows per tile of the int8 layout.
+inline constexpr int64_t kInt8TileRows = 16;
 
-// Codes per chunk of the formula: 16 lanes of 8 codes (4 bits) or of 4 codes (8 bits).
-inline int64_t int8_chunk(int bits) { return bits == 4 ? 128 : 64; }
-
-// Position of activation i in a token's quantized row. 8-bit: i. 4-bit: within each block of 128,
-// the even positions first (64 bytes) and then the odd ones, so that the low nibbles of 64 packed
-// bytes (codes 0, 2, ..., 126) and the high nibbles (codes 1, 3, ..., 127) meet their activations
-// as contiguous bytes, with no shuffle per weight.
+// Position of activation i in a token's quantized row. 8-bit: i. 4-bit: within each word of 8
+// codes, the activations of the 4 low nibbles (codes 0, 2, 4, 6) and then those of the 4 high
+// nibbles, so that each half is one 4-byte broadcast against the word's masked nibbles.
 inline int64_t int8_act_index(int64_t i, int bits) {
   if (bits != 4) return i;
-  const int64_t p = i % kInt8Block;
-  return i - p + (p % 2) * (kInt8Block / 2) + p / 2;
+  return i - i % 8 + (i % 2) * 4 + (i % 8) / 2;
+}
+
+// Bytes of one group of one tile (words, then scales and biases), and of one tile.
+inline int64_t int8_group_bytes(int group_size, int bits, DType params) {
+  return group_size * bits / 8 * kInt8TileRows + 2 * kInt8TileRows * int64_t(dtype_size(params));
 }
 
 // Rounds v (|v| <= 127.5) to the nearest integer, ties to even: adding and subtracting 1.5 * 2^23
@@ -98,25 +104,19 @@ Int8Group quantize_int8_group(const float* x, int64_t n, Store store) {
 
 // The quantized activations of T token rows for one weight's group size and code width.
 struct Int8Acts {
-  std::vector<int8_t> q;      // [T, stride]: token t's xq_i at q[t * stride + int8_act_index(i)]
-  std::vector<float> d;       // [T, lanes]: d_g of each lane's group, 0 past the row's end
-  std::vector<int32_t> base;  // [T, lanes]: -m * (the lane's sum of xq_i): started from it, the
-                              // SIMD kernels' sums of code_i * xq_i are the sums of (code_i - m) * xq_i
-  std::vector<float> sx;      // [T, groups_pad], zero past `groups`
-  int64_t stride = 0, lanes = 0, groups = 0, groups_pad = 0;  // lanes: 16 per chunk;
-                                                              // groups_pad: a multiple of 16
+  std::vector<int8_t> q;      // [T, in]: token t's xq_i at q[t * in + int8_act_index(i)]
+  std::vector<float> d, sx;   // [T, groups]
+  std::vector<int32_t> base;  // [T, groups]: -m * (the group's sum of xq_i): started from it, the
+                              // SIMD kernels' sums of code_i * xq_i are the P_g of the formula
+  int64_t in = 0, groups = 0;
 };
 
 Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_size, int bits);
 
-// b'_g = b_g + s_g * m of the formula, for the `groups` scales s and biases b of one row (in place).
-void int8_center_biases(const float* s, float* b, int64_t groups, int bits);
+// The int8 tiles of an MLX affine weight with 4- or 8-bit codes (u8, tile after tile).
+Tensor int8_tiles(const ops::Weight& w);
 
-// The group of every lane of one chunk relative to the chunk's first group (c * chunk / G):
-// lane k's codes start at k * chunk / 16.
-void int8_lane_groups(int group_size, int bits, int32_t (&out)[16]);
-
-// True when w takes the int8 path: it asks for it and stores 4- or 8-bit affine codes.
+// True when w takes the int8 path: it asks for it and holds int8 tiles (4- or 8-bit codes).
 bool uses_int8(const ops::Weight& w);
 
 // Outputs r0 .. r0+R-1 for the T tokens of `acts` (job.x is not read).

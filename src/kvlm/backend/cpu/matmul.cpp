@@ -64,6 +64,16 @@ Weight panel_weight(const Weight& w) {
   return out;
 }
 
+Weight int8_weight(const Weight& w) {
+  if (w.matmul != MatmulPath::kInt8 || !w.quant || (w.quant->bits != 4 && w.quant->bits != 8) ||
+      w.int8_tiles.defined())
+    return w;
+  check_weight(w, "int8_weight");
+  Weight out = w;
+  out.int8_tiles = cpu::int8_tiles(w);
+  return out;
+}
+
 Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
   const ProfileScope profile(OpKind::kEmbedding);
   check_weight(table, "embedding");
