@@ -144,16 +144,16 @@ struct I8 {
   static KVLM_TARGET __m256i dot(__m256i codes, __m256i x) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, x), _mm256_set1_epi16(1));
   }
-  static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, int32_t x) {
-    const __m256i xv = _mm256_set1_epi32(x);
+  static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, const int32_t* x) {
+    const __m256i xv = _mm256_set1_epi32(*x);
     return {_mm256_add_epi32(acc.lo, dot(w.lo[0], xv)), _mm256_add_epi32(acc.hi, dot(w.lo[1], xv))};
   }
-  static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, int32_t x) {
-    const __m256i xv = _mm256_set1_epi32(x);
+  static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, const int32_t* x) {
+    const __m256i xv = _mm256_set1_epi32(*x);
     return {_mm256_add_epi32(acc.lo, dot(w.hi[0], xv)), _mm256_add_epi32(acc.hi, dot(w.hi[1], xv))};
   }
-  static KVLM_TARGET Acc dot8(Acc acc, const W8& w, int32_t x) {
-    const __m256i xv = _mm256_set1_epi32(x);
+  static KVLM_TARGET Acc dot8(Acc acc, const W8& w, const int32_t* x) {
+    const __m256i xv = _mm256_set1_epi32(*x);
     const __m256i in[2] = {acc.lo, acc.hi};
     __m256i out[2];
     for (int h = 0; h < 2; ++h)

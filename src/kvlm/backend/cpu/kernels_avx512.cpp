@@ -109,21 +109,20 @@ struct I8 {
     __m512i lo, hi;  // each row's codes 0, 2, 4, 6 and 1, 3, 5, 7 of the word
   };
   using W8 = __m512i;
-  // 4 tokens: 8 integer and 4 float accumulators.
-  static constexpr int kTileTokens = 4;
+  // 8 tokens: 8 integer and 8 float accumulators.
+  static constexpr int kTileTokens = 8;
 
   static KVLM_TARGET W4 load4(const uint8_t* p) {
     const __m512i w = _mm512_loadu_si512(p), mask = _mm512_set1_epi8(0x0F);
     return {_mm512_and_si512(w, mask), _mm512_and_si512(_mm512_srli_epi16(w, 4), mask)};
   }
   static KVLM_TARGET W8 load8(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, int32_t x) {
-    return _mm512_dpbusd_epi32(acc, w.lo, _mm512_set1_epi32(x));
+  static KVLM_TARGET Acc dot(Acc acc, __m512i codes, const int32_t* x) {
+    return _mm512_dpbusd_epi32(acc, codes, _mm512_set1_epi32(*x));
   }
-  static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, int32_t x) {
-    return _mm512_dpbusd_epi32(acc, w.hi, _mm512_set1_epi32(x));
-  }
-  static KVLM_TARGET Acc dot8(Acc acc, W8 w, int32_t x) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x)); }
+  static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, const int32_t* x) { return dot(acc, w.lo, x); }
+  static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, const int32_t* x) { return dot(acc, w.hi, x); }
+  static KVLM_TARGET Acc dot8(Acc acc, W8 w, const int32_t* x) { return dot(acc, w, x); }
   static KVLM_TARGET Acc set1(int32_t v) { return _mm512_set1_epi32(v); }
   static KVLM_TARGET Acc zero() { return _mm512_setzero_si512(); }
   static KVLM_TARGET Acc add(Acc a, Acc b) { return _mm512_add_epi32(a, b); }

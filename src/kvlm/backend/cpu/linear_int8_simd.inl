@@ -3,8 +3,8 @@
 // define
 //   struct I8   the integer side of one ISA over the 16 rows of a tile: Acc (16 int32 lanes),
 //               W4/load4 and W8/load8 (one 64-byte block of a tile: the same word of its 16 rows,
-//               ready for the products), dot4_lo/dot4_hi/dot8 (Acc += each row's codes times 4
-//               activations, the same for every row), set1, zero, add, to_float, and the token
+//               ready for the products), dot4_lo/dot4_hi/dot8 (Acc += each row's codes times the 4
+//               activations at a pointer, the same for every row), set1, zero, add, to_float, and the token
 //               tile kTileTokens.
 #include <algorithm>
 #include <cstdint>
@@ -35,24 +35,26 @@ KVLM_TARGET KVLM_INLINE Vec int8_params(const uint8_t* p, DType dtype) {
 }
 
 // Outputs of tokens t .. t+NT-1 for the 16 rows of one tile, into out[u] (row k in lane k). Each
-// block of the tile is loaded once for all NT tokens. Two accumulators per token (4 bits: low and
-// high nibbles; 8 bits: even and odd words) halve the chains of dependent products. `ahead` > 0
-// fetches the tile that far ahead while this one computes.
+// block of the tile is loaded once for all NT tokens. Below 4 tokens, two accumulators per token
+// (4 bits: low and high nibbles; 8 bits: even and odd words) halve the chains of dependent
+// products; from 4 tokens on, the tokens' chains are enough. `ahead` > 0 fetches the tile that far
+// ahead while this one computes.
 template <int kBits, int NT>
 KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int64_t ahead, Vec (&out)[NT]) {
   const Int8Acts& a = *j.acts;
   const int64_t esize = dtype_size(j.params), code_bytes = j.words * 64;
   const Vec m = Vec::set1(float(1 << (kBits - 1)));
+  constexpr int kAccs = NT < 4 ? 2 : 1;
   Vec F[NT];
   KVLM_UNROLL for (int u = 0; u < NT; ++u) F[u] = Vec::zero();
   for (int64_t g = 0; g < j.groups; ++g) {
     const uint8_t* block = tile + g * j.group_bytes;
-    typename I8::Acc acc[NT][2];
+    typename I8::Acc acc[NT][kAccs];
     const int32_t* x[NT];
     KVLM_UNROLL for (int u = 0; u < NT; ++u) {
       const int64_t at = (t + u) * a.groups + g;
       acc[u][0] = I8::set1(a.base[size_t(at)]);
-      acc[u][1] = I8::zero();
+      if constexpr (kAccs == 2) acc[u][1] = I8::zero();
       x[u] = reinterpret_cast<const int32_t*>(a.q.data() + (t + u) * a.in) + g * j.words * (kBits == 4 ? 2 : 1);
     }
     // Two words per step (a group has at least 4): with a constant index each accumulator stays
@@ -64,12 +66,12 @@ KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int
         if constexpr (kBits == 4) {
           const typename I8::W4 codes = I8::load4(p);
           KVLM_UNROLL for (int u = 0; u < NT; ++u) {
-            acc[u][0] = I8::dot4_lo(acc[u][0], codes, x[u][2 * (w + h)]);
-            acc[u][1] = I8::dot4_hi(acc[u][1], codes, x[u][2 * (w + h) + 1]);
+            acc[u][0] = I8::dot4_lo(acc[u][0], codes, x[u] + 2 * (w + h));
+            acc[u][kAccs - 1] = I8::dot4_hi(acc[u][kAccs - 1], codes, x[u] + 2 * (w + h) + 1);
           }
         } else {
           const typename I8::W8 codes = I8::load8(p);
-          KVLM_UNROLL for (int u = 0; u < NT; ++u) acc[u][h] = I8::dot8(acc[u][h], codes, x[u][w + h]);
+          KVLM_UNROLL for (int u = 0; u < NT; ++u) acc[u][h % kAccs] = I8::dot8(acc[u][h % kAccs], codes, x[u] + w + h);
         }
       }
     }
@@ -79,7 +81,8 @@ KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int
     KVLM_UNROLL for (int u = 0; u < NT; ++u) {
       const size_t at = size_t((t + u) * a.groups + g);
       F[u] = Vec::fma(b, Vec::set1(a.sx[at]), F[u]);
-      F[u] = Vec::fma(Vec::mul(s, Vec::set1(a.d[at])), I8::to_float(I8::add(acc[u][0], acc[u][1])), F[u]);
+      const typename I8::Acc P = kAccs == 2 ? I8::add(acc[u][0], acc[u][kAccs - 1]) : acc[u][0];
+      F[u] = Vec::fma(Vec::mul(s, Vec::set1(a.d[at])), I8::to_float(P), F[u]);
     }
   }
   KVLM_UNROLL for (int u = 0; u < NT; ++u) out[u] = F[u];
