@@ -116,7 +116,7 @@ BENCHMARK(LinearInt8)->ArgsProduct({{0, 1, 2}, {1, 2}, {1, 8, 128}})->Unit(bench
 void QuantizeInt8(benchmark::State& state) {
   const int64_t in = state.range(0);
   const Tensor x = random_f32({1, in}, 13);
-  for (auto _ : state) benchmark::DoNotOptimize(cpu::quantize_int8_acts(x.data<float>(), 1, in, 64, 4));
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::quantize_int8_acts(cpu::cpu_isa(), x.data<float>(), 1, in, 64, 4));
 }
 BENCHMARK(QuantizeInt8)->Arg(896)->Arg(4864)->Unit(benchmark::kMicrosecond);
 

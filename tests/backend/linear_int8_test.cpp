@@ -37,9 +37,9 @@ QuantWeight quantized(int64_t R, int64_t in, int bits, int group, DType params, 
 
 std::vector<float> run_int8(Isa isa, const std::vector<float>& x, int64_t T, const ops::Weight& w,
                             int64_t r0, int64_t R) {
-  const Int8Acts acts = quantize_int8_acts(x.data(), T, w.in_features, w.quant->group_size, w.quant->bits);
+  const Int8Acts acts = quantize_int8_acts(isa, x.data(), T, w.in_features, w.quant->group_size, w.quant->bits);
   std::vector<float> y(size_t(T * R), -1.0f);
-  linear_int8_kernel(isa)({x.data(), T, &w, r0, R, y.data(), R}, acts);
+  int8_kernels(isa).linear({x.data(), T, &w, r0, R, y.data(), R}, acts);
   return y;
 }
 
@@ -66,8 +66,13 @@ float formula(const float* x, const QuantWeight& qw, int64_t row) {
   };
   float y = 0.0f;
   for (int64_t g = 0; g < groups; ++g) {
-    float amax = 0, sx = 0;
-    for (int64_t i = g * G; i < (g + 1) * G; ++i) amax = std::max(amax, std::fabs(x[i])), sx += x[i];
+    float amax = 0, lanes[kDotLanes];
+    for (int64_t i = g * G; i < (g + 1) * G; ++i) {
+      amax = std::max(amax, std::fabs(x[i]));
+      float& lane = lanes[i % kDotLanes];
+      lane = i < g * G + kDotLanes ? x[i] : lane + x[i];
+    }
+    const float sx = fold_lanes(lanes);
     const float d = amax == 0 ? 0.0f : amax / 127.0f;
     int32_t P = 0;
     for (int64_t i = g * G; i < (g + 1) * G; ++i) {
@@ -120,6 +125,24 @@ TEST(LinearInt8, EveryIsaEqualsPortable) {
               }
             }
           }
+}
+
+TEST(LinearInt8, EveryIsaQuantizesLikePortable) {
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128}) {
+      const int64_t in = 5 * group, T = 3;
+      auto x = normal(size_t(T * in), uint32_t(bits + group));
+      std::fill(x.begin() + group, x.begin() + 2 * group, 0.0f);  // an all-zero group
+      x[size_t(2 * group)] = -0.0f;
+      const Int8Acts want = quantize_int8_acts(Isa::kPortable, x.data(), T, in, group, bits);
+      for (Isa isa : simd_paths()) {
+        const Int8Acts got = quantize_int8_acts(isa, x.data(), T, in, group, bits);
+        EXPECT_EQ(got.q, want.q) << isa_name(isa) << " q" << bits << " g" << group;
+        EXPECT_EQ(got.base, want.base) << isa_name(isa) << " q" << bits << " g" << group;
+        EXPECT_TRUE(same_bits(got.d, want.d)) << isa_name(isa) << " q" << bits << " g" << group;
+        EXPECT_TRUE(same_bits(got.sx, want.sx)) << isa_name(isa) << " q" << bits << " g" << group;
+      }
+    }
 }
 
 TEST(LinearInt8, CloseToTheExactPath) {

@@ -164,6 +164,32 @@ struct I8 {
   static KVLM_TARGET Acc zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
   static KVLM_TARGET Acc add(Acc a, Acc b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
   static KVLM_TARGET Vec to_float(Acc a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+
+  // max(|x|, m) keeps m for a NaN, as int8_group_scale's std::max(m, |x|) does.
+  static KVLM_TARGET float amax(const float* x, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int64_t k = 0; k < n; k += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  }
+  static KVLM_TARGET int32_t store_codes(Vec r, int8_t* q, bool interleave) {
+    __m256i lo = _mm256_cvttps_epi32(r.lo), hi = _mm256_cvttps_epi32(r.hi);
+    if (interleave) {
+      const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+      lo = _mm256_permutevar8x32_epi32(lo, order);
+      hi = _mm256_permutevar8x32_epi32(hi, order);
+    }
+    // Packs within 128-bit lanes give lo 0-3, hi 0-3, lo 4-7, hi 4-7; the permute restores the order.
+    const __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q),
+                     _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1)));
+    const __m256i s = _mm256_add_epi32(lo, hi);
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
+  }
 };
 
 }  // namespace
@@ -174,6 +200,9 @@ struct I8 {
 namespace kvlm::cpu {
 
 void linear_int8_avx2(const LinearRows& job, const Int8Acts& acts) { linear_int8_simd(job, acts); }
+void quantize_int8_row_avx2(const float* x, int group_size, int bits, Int8Acts& a, int64_t t) {
+  quantize_int8_row_simd(x, group_size, bits, a, t);
+}
 
 void linear_rows_avx2(const LinearRows& job) { linear_rows_simd(job); }
 float dot_avx2(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }

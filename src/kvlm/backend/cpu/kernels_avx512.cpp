@@ -94,7 +94,7 @@ constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8, kPanelDecodeRows 
 
 #include "kvlm/backend/cpu/kernels_simd.inl"
 
-// The int8 kernels also need AVX-512 VNNI (vpdpbusd); linear_int8_kernel checks for it.
+// The int8 kernels also need AVX-512 VNNI (vpdpbusd); int8_kernels checks for it.
 #undef KVLM_TARGET
 #define KVLM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 
@@ -127,6 +127,20 @@ struct I8 {
   static KVLM_TARGET Acc zero() { return _mm512_setzero_si512(); }
   static KVLM_TARGET Acc add(Acc a, Acc b) { return _mm512_add_epi32(a, b); }
   static KVLM_TARGET Vec to_float(Acc a) { return {_mm512_cvtepi32_ps(a)}; }
+
+  // max(|x|, m) keeps m for a NaN, as int8_group_scale's std::max(m, |x|) does.
+  static KVLM_TARGET float amax(const float* x, int64_t n) {
+    __m512 m = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n; k += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + k)), m);
+    return _mm512_reduce_max_ps(m);
+  }
+  static KVLM_TARGET int32_t store_codes(Vec r, int8_t* q, bool interleave) {
+    __m512i v = _mm512_cvttps_epi32(r.v);
+    if (interleave)
+      v = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15), v);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(v));
+    return _mm512_reduce_add_epi32(v);
+  }
 };
 
 }  // namespace
@@ -137,6 +151,9 @@ struct I8 {
 namespace kvlm::cpu {
 
 void linear_int8_avx512(const LinearRows& job, const Int8Acts& acts) { linear_int8_simd(job, acts); }
+void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts& a, int64_t t) {
+  quantize_int8_row_simd(x, group_size, bits, a, t);
+}
 
 void linear_rows_avx512(const LinearRows& job) { linear_rows_simd(job); }
 float dot_avx512(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }

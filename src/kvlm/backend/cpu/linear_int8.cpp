@@ -6,13 +6,39 @@
 #include <cstring>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/cpu/dot.h"
 #include "kvlm/base/half.h"
 #include "kvlm/base/thread_pool.h"
 #include "kvlm/quant/affine.h"
 
 namespace kvlm::cpu {
 
-Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_size, int bits) {
+void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Acts& a, int64_t t) {
+  const int64_t G = group_size, groups = a.groups;
+  const int32_t mid = 1 << (bits - 1);
+  int8_t* q = a.q.data() + t * a.in;
+  for (int64_t g = 0; g < groups; ++g) {
+    const float* xg = x + g * G;
+    float lanes[kDotLanes];
+    std::copy(xg, xg + kDotLanes, lanes);
+    for (int64_t c = kDotLanes; c < G; c += kDotLanes)
+      for (int64_t k = 0; k < kDotLanes; ++k) lanes[k] += xg[c + k];
+    const size_t at = size_t(t * groups + g);
+    a.sx[at] = fold_lanes(lanes);
+    const Int8Scale sc = int8_group_scale(xg, G);
+    if (sc.d == 0.0f) continue;  // codes, d and base stay 0
+    int32_t sum = 0;
+    for (int64_t i = 0; i < G; ++i) {
+      const int8_t v = round_to_int8(xg[i] * sc.inv);
+      q[int8_act_index(g * G + i, bits)] = v;
+      sum += v;
+    }
+    a.base[at] = -mid * sum;
+    a.d[at] = sc.d;
+  }
+}
+
+Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int group_size, int bits) {
   Int8Acts a;
   a.in = in;
   a.groups = in / group_size;
@@ -20,34 +46,9 @@ Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_siz
   a.d.assign(size_t(T * a.groups), 0.0f);
   a.sx.assign(size_t(T * a.groups), 0.0f);
   a.base.assign(size_t(T * a.groups), 0);
-  // Token rows are independent: they are quantized in parallel (a prefill chunk has hundreds).
-  ops::thread_pool().parallel_for(size_t(T), 16, [&](size_t t_begin, size_t t_end) {
-    // Local copies: the int8 stores below may alias anything, so captured values would be
-    // reloaded from memory on every code.
-    const int code_bits = bits;
-    const int32_t mid = 1 << (bits - 1);
-    const int64_t G = group_size, groups = a.groups, n = in;
-    for (int64_t t = int64_t(t_begin); t < int64_t(t_end); ++t) {
-      const float* xt = x + t * n;
-      int8_t* q = a.q.data() + t * n;
-      // sx_g in index order within each group; looping over the groups innermost lets their
-      // dependency chains overlap (one group after another waited on every add).
-      float* sx = a.sx.data() + t * groups;
-      for (int64_t k = 0; k < G; ++k)
-        for (int64_t g = 0; g < groups; ++g) sx[g] += xt[g * G + k];
-      for (int64_t g = 0; g < groups; ++g) {
-        const Int8Scale sc = int8_group_scale(xt + g * G, G);
-        if (sc.d == 0.0f) continue;  // codes, d and base stay 0
-        int32_t sum = 0;
-        for (int64_t i = g * G; i < (g + 1) * G; ++i) {
-          const int8_t v = round_to_int8(xt[i] * sc.inv);
-          q[int8_act_index(i, code_bits)] = v;
-          sum += v;
-        }
-        a.base[size_t(t * groups + g)] = -mid * sum;
-        a.d[size_t(t * groups + g)] = sc.d;
-      }
-    }
+  const QuantizeInt8RowFn quantize = int8_kernels(isa).quantize;
+  ops::thread_pool().parallel_for(size_t(T), 1, [&](size_t b, size_t e) {
+    for (size_t t = b; t < e; ++t) quantize(x + int64_t(t) * in, group_size, bits, a, int64_t(t));
   });
   return a;
 }
@@ -145,16 +146,16 @@ void linear_int8_portable(const LinearRows& job, const Int8Acts& acts) {
   }
 }
 
-LinearInt8Fn linear_int8_kernel(Isa isa) {
+Int8Kernels int8_kernels(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
-      // The AVX-512 int8 kernel needs VNNI; without it the AVX2 kernel computes the same bits.
       __builtin_cpu_init();
-      return __builtin_cpu_supports("avx512vnni") ? linear_int8_avx512 : linear_int8_avx2;
-    case Isa::kAvx2: return linear_int8_avx2;
+      if (__builtin_cpu_supports("avx512vnni")) return {linear_int8_avx512, quantize_int8_row_avx512};
+      [[fallthrough]];
+    case Isa::kAvx2: return {linear_int8_avx2, quantize_int8_row_avx2};
     case Isa::kPortable: break;
   }
-  return linear_int8_portable;
+  return {linear_int8_portable, quantize_int8_row_portable};
 }
 
 LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T,
@@ -163,7 +164,7 @@ LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_
     exact_ = linear_rows_kernel(isa);
     return;
   }
-  int8_ = linear_int8_kernel(isa);
+  int8_ = int8_kernels(isa).linear;
   group_size_ = w.quant->group_size;
   bits_ = w.quant->bits;
   for (const LinearKernel& k : same_input)
@@ -171,7 +172,7 @@ LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_
       acts_ = k.acts_;
       return;
     }
-  acts_ = std::make_shared<const Int8Acts>(quantize_int8_acts(x, T, w.in_features, group_size_, bits_));
+  acts_ = std::make_shared<const Int8Acts>(quantize_int8_acts(isa, x, T, w.in_features, group_size_, bits_));
 }
 
 void LinearKernel::operator()(const LinearRows& job) const {

@@ -5,7 +5,8 @@
 //
 //   amax_g = max |x_i| over group g,  d_g = amax_g / 127,
 //   xq_i   = round-to-nearest-even(x_i * (127 / amax_g))   (all xq_i = 0 and d_g = 0 if amax_g = 0),
-//   sx_g   = x_first + x_next + ... in index order (float adds),
+//   sx_g   = the group's float sum in 16 lanes: lane k adds x_k, x_16+k, x_32+k, ... of the
+//            group in turn, and the lanes fold as dot.h's fold_lanes (the order of a vector sum),
 //   m      = 2^(bits-1), the middle code,  b'_g = b_g + s_g * m  (float mul, then add),
 //   P_g    = sum over the group of (code_i - m) * xq_i   (int32, exact),
 //
@@ -72,6 +73,11 @@ struct Int8Scale {
   float d = 0.0f, inv = 0.0f;
 };
 
+inline Int8Scale int8_scale_of(float amax) {
+  if (amax == 0.0f) return {};
+  return {amax / 127.0f, 127.0f / amax};
+}
+
 inline Int8Scale int8_group_scale(const float* x, int64_t n) {
   // Four running maxima (a maximum does not depend on the order; one chain waited on every max).
   float m[4] = {};
@@ -79,9 +85,7 @@ inline Int8Scale int8_group_scale(const float* x, int64_t n) {
   for (; k + 4 <= n; k += 4)
     for (int j = 0; j < 4; ++j) m[j] = std::max(m[j], std::fabs(x[k + j]));
   for (; k < n; ++k) m[0] = std::max(m[0], std::fabs(x[k]));
-  const float amax = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
-  if (amax == 0.0f) return {};
-  return {amax / 127.0f, 127.0f / amax};
+  return int8_scale_of(std::max(std::max(m[0], m[1]), std::max(m[2], m[3])));
 }
 
 // One group's d_g and sx_g.
@@ -111,7 +115,11 @@ struct Int8Acts {
   int64_t in = 0, groups = 0;
 };
 
-Int8Acts quantize_int8_acts(const float* x, int64_t T, int64_t in, int group_size, int bits);
+// Quantizes token t of `a` (sized by quantize_int8_acts) from x, that token's `in` values.
+void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Acts& a, int64_t t);
+void quantize_int8_row_avx2(const float* x, int group_size, int bits, Int8Acts& a, int64_t t);
+void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts& a, int64_t t);
+using QuantizeInt8RowFn = void (*)(const float* x, int group_size, int bits, Int8Acts& a, int64_t t);
 
 // The int8 tiles of an MLX affine weight with 4- or 8-bit codes (u8, tile after tile).
 Tensor int8_tiles(const ops::Weight& w);
@@ -125,7 +133,18 @@ void linear_int8_avx2(const LinearRows& job, const Int8Acts& acts);
 void linear_int8_avx512(const LinearRows& job, const Int8Acts& acts);
 
 using LinearInt8Fn = void (*)(const LinearRows& job, const Int8Acts& acts);
-LinearInt8Fn linear_int8_kernel(Isa isa);
+
+// The int8 path's kernels for one ISA (the AVX-512 ones need VNNI; without it the AVX2 ones
+// compute the same bits).
+struct Int8Kernels {
+  LinearInt8Fn linear;
+  QuantizeInt8RowFn quantize;
+};
+Int8Kernels int8_kernels(Isa isa);
+
+// The T token rows of x [T, in] quantized for one weight's group size and code width, the rows in
+// parallel.
+Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int group_size, int bits);
 
 // The kernel ops::linear runs for one call: the exact kernel, or for a weight that uses_int8 the
 // int8 kernel with x quantized here, once, before the output rows are split among threads.

@@ -4,8 +4,10 @@
 //   struct I8   the integer side of one ISA over the 16 rows of a tile: Acc (16 int32 lanes),
 //               W4/load4 and W8/load8 (one 64-byte block of a tile: the same word of its 16 rows,
 //               ready for the products), dot4_lo/dot4_hi/dot8 (Acc += each row's codes times the 4
-//               activations at a pointer, the same for every row), set1, zero, add, to_float, and the token
-//               tile kTileTokens.
+//               activations at a pointer, the same for every row), set1, zero, add, to_float, the
+//               token tile kTileTokens, and for the quantizer amax (max |x| over a multiple of 16
+//               values) and store_codes (16 integral floats stored as int8, in the 4-bit order
+//               of int8_act_index when asked; returns their sum).
 #include <algorithm>
 #include <cstdint>
 
@@ -141,6 +143,31 @@ KVLM_TARGET void linear_int8_simd_bits(const LinearRows& job, const Int8Acts& ac
       int8_tokens_on_tile<kBits, I8::kTileTokens>(j, j.tiles + tile * j.tile_bytes, t,
                                                   std::min(job.T, t + block), first, lo, hi, kAheadBytes);
     }
+}
+
+// quantize_int8_row_portable's values: the same lane sums and fold, maxima, products and rounding.
+KVLM_TARGET void quantize_int8_row_simd(const float* x, int group_size, int bits, Int8Acts& a, int64_t t) {
+  const int64_t G = group_size;
+  const int32_t mid = 1 << (bits - 1);
+  int8_t* q = a.q.data() + t * a.in;
+  const Vec magic = Vec::set1(12582912.0f);  // round_to_int8's constant
+  for (int64_t g = 0; g < a.groups; ++g) {
+    const float* xg = x + g * G;
+    Vec lanes = Vec::load(xg);
+    for (int64_t c = kDotLanes; c < G; c += kDotLanes) lanes = Vec::add(lanes, Vec::load(xg + c));
+    const size_t at = size_t(t * a.groups + g);
+    a.sx[at] = Vec::fold(lanes);
+    const Int8Scale sc = int8_scale_of(I8::amax(xg, G));
+    if (sc.d == 0.0f) continue;  // codes, d and base stay 0
+    const Vec inv = Vec::set1(sc.inv);
+    int32_t sum = 0;
+    for (int64_t c = 0; c < G; c += kDotLanes) {
+      const Vec r = Vec::sub(Vec::add(Vec::mul(Vec::load(xg + c), inv), magic), magic);
+      sum += I8::store_codes(r, q + g * G + c, bits == 4);
+    }
+    a.base[at] = -mid * sum;
+    a.d[at] = sc.d;
+  }
 }
 
 KVLM_TARGET void linear_int8_simd(const LinearRows& job, const Int8Acts& acts) {
