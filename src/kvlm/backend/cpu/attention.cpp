@@ -403,8 +403,12 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
     }
   });
 
-  // Merge multi-chunk rows in chunk order, then map every output row back from the value domain.
-  thread_pool().parallel_for(size_t(total * kv_heads), 1, [&](size_t b, size_t e) {
+  // Merge multi-chunk rows in chunk order, then map every output row back from the value domain:
+  // a second pool round, skipped when no row needs either (decode of short contexts).
+  const bool merge = partials > 0 || std::any_of(jobs.begin(), jobs.end(), [](const SeqJob& j) {
+    return j.kv->codec->rotates_values();
+  });
+  if (merge) thread_pool().parallel_for(size_t(total * kv_heads), 1, [&](size_t b, size_t e) {
     std::vector<float> factor;
     for (size_t r = b; r < e; ++r) {
       const int64_t gt = int64_t(r) / kv_heads, h = int64_t(r) % kv_heads;
