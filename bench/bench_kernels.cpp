@@ -120,8 +120,10 @@ void QuantizeInt8(benchmark::State& state) {
 }
 BENCHMARK(QuantizeInt8)->Arg(896)->Arg(4864)->Unit(benchmark::kMicrosecond);
 
-// ops::linear (all pool threads) against a bf16 weight larger than the caches, the lm_head of the
-// 0.5B shape (32000 x 896, 57 MB): decode reads it from memory. Args: M, panel order (0/1).
+// ops::linear (all pool threads) against a weight larger than the caches (32 MB of L3 here), so
+// that decode reads it from memory: the lm_head of the 0.5B shape (32000 x 896) in bf16 (57 MB)
+// in rows or panel order, or 4 (q4) or 2 (q8) times as many rows in MLX affine codes on the int8
+// path (64 and 61 MB). Args: M, layout (0 bf16 rows, 1 bf16 panels, 2 q4 int8, 3 q8 int8).
 void LinearFromMemory(benchmark::State& state) {
   static const Tensor w = [] {
     Tensor t = Tensor::empty({32000, kIn}, DType::kBF16);
@@ -129,12 +131,18 @@ void LinearFromMemory(benchmark::State& state) {
     return t;
   }();
   static const ops::Weight rows = ops::dense_weight(w), panels = ops::panel_weight(rows);
-  const ops::Weight& weight = state.range(1) ? panels : rows;
+  const auto affine = [](int bits, int64_t out) {
+    const AffineWeight a = affine_quantize(random_f32({out, kIn}, uint32_t(bits)), {bits, 64}, DType::kBF16);
+    return int8_path(ops::affine_weight(a.packed, a.scales, a.biases, {bits, 64}));
+  };
+  static const ops::Weight q4 = affine(4, 4 * 32000), q8 = affine(8, 2 * 32000);
+  const ops::Weight* layouts[] = {&rows, &panels, &q4, &q8};
+  const ops::Weight& weight = *layouts[state.range(1)];
   const Tensor x = random_f32({state.range(0), kIn}, 6);
   for (auto _ : state) benchmark::DoNotOptimize(ops::linear(x, weight));
-  state.counters["weight_GB/s"] = benchmark::Counter(double(w.nbytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_GB/s"] = benchmark::Counter(weight_bytes(weight) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(LinearFromMemory)->ArgsProduct({{1, 8}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(LinearFromMemory)->ArgsProduct({{1, 8}, {0, 1, 2, 3}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // ops::linear (all pool threads) for a 512-token prefill chunk through the MLP's up projection
 // (4864 x 896, arg 0) and down projection (896 x 4864, arg 1), bf16.
@@ -209,13 +217,15 @@ KVCodecSpec codec_spec(int64_t arg) {
   switch (arg) {
     case 0: return kv_passthrough_spec(DType::kBF16);
     case 1: return kv_affine_spec(8, 64, DType::kBF16);
-    default: return kv_turbo_spec(8, 3);
+    case 2: return kv_turbo_spec(8, 3);
+    default: return kv_passthrough_spec(DType::kF32);
   }
 }
 
-// ops::attention (all pool threads). Args: codec (0 bf16, 1 affine8, 2 turbo k8v3), new query
-// tokens (1 = decode, else a prefill chunk), tokens already cached before them, key path (0
-// exact, 1 int8: compressed keys scored on their codes).
+// ops::attention (all pool threads). Args: codec (0 bf16, 1 affine8, 2 turbo k8v3, 3 f32: the
+// default exact cache), new query tokens (1 = decode, else a prefill chunk), tokens already cached
+// before them (4096, or 128: a short decode, where fixed costs show), key path (0 exact, 1 int8:
+// compressed keys scored on their codes).
 void Attention(benchmark::State& state) {
   const int64_t n = state.range(1), past = state.range(2);
   const PagedCache cache(codec_spec(state.range(0)), past + n);
@@ -227,6 +237,7 @@ void Attention(benchmark::State& state) {
 }
 BENCHMARK(Attention)
     ->ArgsProduct({{0}, {1}, {4096}, {0}})
+    ->ArgsProduct({{3}, {1}, {128}, {0}})
     ->ArgsProduct({{1, 2}, {1}, {4096}, {0, 1}})
     ->ArgsProduct({{0}, {512}, {0}, {0}})
     ->ArgsProduct({{1, 2}, {512}, {0}, {0, 1}})
