@@ -85,8 +85,10 @@ void Model::Impl::load_weights(ops::MatmulPath matmul, bool panels) {
   const std::string p = weight_prefix(ckpt);
   const int64_t H = c.hidden_size, q_out = int64_t(c.num_heads) * c.head_dim,
                 kv_out = int64_t(c.num_kv_heads) * c.head_dim, I = c.intermediate_size;
-  embed = load_linear(ckpt, p + "model.embed_tokens", c.vocab_size, H, matmul, panels);
   const bool tied = c.tie_word_embeddings || !ckpt.has(p + "lm_head.weight");
+  // An untied table is only gathered from (embedding() ignores the matmul path): no int8 copy.
+  embed = load_linear(ckpt, p + "model.embed_tokens", c.vocab_size, H,
+                      tied ? matmul : ops::MatmulPath::kExact, panels);
   head = tied ? embed : load_linear(ckpt, p + "lm_head", c.vocab_size, H, matmul, panels);
   final_norm = ckpt.tensor_checked(p + "model.norm.weight", {H});
   const float scale = float(std::pow(double(c.head_dim), -0.5));

@@ -7,9 +7,9 @@
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/backend/cpu/dot.h"
-#include "kvlm/base/half.h"
 #include "kvlm/base/thread_pool.h"
 #include "kvlm/quant/affine.h"
+#include "kvlm/quant/kv_codec.h"
 
 namespace kvlm::cpu {
 
@@ -61,7 +61,8 @@ Tensor int8_tiles(const ops::Weight& w) {
   const size_t esize = dtype_size(params);
   const int64_t group_bytes = int8_group_bytes(G, bits, params);
   const int64_t tiles = (rows + kInt8TileRows - 1) / kInt8TileRows;
-  Tensor out = Tensor::empty({tiles * groups * group_bytes}, DType::kU8);
+  // Rows past the weight's end keep zero codes, scales and biases.
+  Tensor out = Tensor::zeros({tiles * groups * group_bytes}, DType::kU8);
   const auto* packed = w.weight.data<uint32_t>();
   const auto* scales = static_cast<const uint8_t*>(w.scales.raw());
   const auto* biases = static_cast<const uint8_t*>(w.biases.raw());
@@ -73,19 +74,12 @@ Tensor int8_tiles(const ops::Weight& w) {
         auto* codes = reinterpret_cast<uint32_t*>(block);
         uint8_t* s = block + words * kInt8TileRows * 4;
         uint8_t* bi = s + kInt8TileRows * esize;
-        for (int64_t k = 0; k < kInt8TileRows; ++k) {
+        for (int64_t k = 0; k < kInt8TileRows && tile * kInt8TileRows + k < rows; ++k) {
           const int64_t r = tile * kInt8TileRows + k;
-          const bool real = r < rows;  // rows past the end: zero codes, scales and biases
-          for (int64_t j = 0; j < words; ++j)
-            codes[j * kInt8TileRows + k] = real ? packed[r * row_words + g * words + j] : 0;
+          for (int64_t j = 0; j < words; ++j) codes[j * kInt8TileRows + k] = packed[r * row_words + g * words + j];
           const size_t at = size_t(r * groups + g) * esize;
-          if (real) {
-            std::memcpy(s + k * esize, scales + at, esize);
-            std::memcpy(bi + k * esize, biases + at, esize);
-          } else {
-            std::memset(s + k * esize, 0, esize);
-            std::memset(bi + k * esize, 0, esize);
-          }
+          std::memcpy(s + k * esize, scales + at, esize);
+          std::memcpy(bi + k * esize, biases + at, esize);
         }
       }
   });
@@ -95,19 +89,6 @@ Tensor int8_tiles(const ops::Weight& w) {
 bool uses_int8(const ops::Weight& w) {
   return w.matmul == ops::MatmulPath::kInt8 && w.int8_tiles.defined();
 }
-
-namespace {
-
-float param_value(const uint8_t* p, DType dtype) {
-  float v = 0.0f;
-  switch (dtype) {
-    case DType::kBF16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
-    case DType::kF16: { uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
-    default: std::memcpy(&v, p, 4); return v;
-  }
-}
-
-}  // namespace
 
 void linear_int8_portable(const LinearRows& job, const Int8Acts& acts) {
   const ops::Weight& w = *job.w;
@@ -127,7 +108,7 @@ void linear_int8_portable(const LinearRows& job, const Int8Acts& acts) {
       for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* block = tiles + (tile * groups + g) * group_bytes;
         const uint8_t* sb = block + words * kInt8TileRows * 4 + k * esize;
-        const float s = param_value(sb, params), b = param_value(sb + kInt8TileRows * esize, params);
+        const float s = load_kv_scalar(sb, params), b = load_kv_scalar(sb + kInt8TileRows * esize, params);
         int32_t P = 0;
         for (int64_t j = 0; j < words; ++j) {
           uint32_t word;
