@@ -25,6 +25,20 @@ TEST(ThreadPool, CoversEveryIndexOnceInGrainMultiples) {
   }
 }
 
+// A thread held up inside its share (here the caller, asleep in its first piece) does not hold
+// up the job: the other thread finishes its own share and then takes the rest of the caller's.
+TEST(ThreadPool, AThreadThatFinishesEarlyTakesOverTheRestOfASlowShare) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::vector<std::thread::id> ran(64);
+  pool.parallel_for(64, 1, [&](size_t b, size_t e) {
+    if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (size_t i = b; i < e; ++i) ran[i] = std::this_thread::get_id();
+  });
+  for (size_t i = 0; i < 16; ++i) EXPECT_EQ(ran[i], caller) << i;  // the caller's first piece
+  for (size_t i = 16; i < 64; ++i) EXPECT_NE(ran[i], caller) << i;
+}
+
 // Jobs posted back to back (workers spinning) and after a pause long enough for the workers to
 // fall asleep must all run completely: no lost wake-up in either state.
 TEST(ThreadPool, BackToBackAndAfterSleepJobsAllComplete) {
@@ -45,13 +59,13 @@ TEST(ThreadPool, PinnedWorkersEachRunOnTheirOwnPhysicalCore) {
   const int threads = 3;
   ThreadPool pool(ThreadOptions{threads, true});
   std::vector<std::vector<int>> seen(threads);
-  // One index per chunk: chunk i runs on worker i (the caller takes chunk 0 and is not pinned).
-  pool.parallel_for(threads, 1, [&](size_t b, size_t) {
+  // Index i runs on worker i (the caller is index 0 and is not pinned).
+  pool.on_every_thread([&](int b) {
     cpu_set_t set;
     CPU_ZERO(&set);
     ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(set), &set), 0);
     for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) seen[b].push_back(c);
+      if (CPU_ISSET(c, &set)) seen[size_t(b)].push_back(c);
   });
   for (int i = 1; i < threads; ++i)
     EXPECT_EQ(seen[size_t(i)], std::vector<int>{cpus[size_t(i) % cpus.size()]}) << "worker " << i;

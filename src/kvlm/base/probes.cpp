@@ -38,11 +38,8 @@ __attribute__((target("avx2"))) uint64_t read_slice(const uint8_t* p, size_t n) 
 // Runs fn(thread index) once on every thread of the pool and returns the wall time.
 template <typename Fn>
 double on_every_thread(ThreadPool& pool, Fn fn) {
-  const size_t n = size_t(pool.size());
   const auto t0 = std::chrono::steady_clock::now();
-  pool.parallel_for(n, 1, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) fn(i);
-  });
+  pool.on_every_thread([&](int i) { fn(size_t(i)); });
   return seconds_since(t0);
 }
 

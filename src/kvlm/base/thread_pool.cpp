@@ -51,6 +51,7 @@ void pin_to_cpu(std::thread& t, int cpu) {
 
 ThreadPool::ThreadPool(const ThreadOptions& options) {
   const int n_threads = options.threads > 0 ? options.threads : physical_core_count();
+  shares_ = std::make_unique<std::atomic<uint64_t>[]>(size_t(n_threads));
   const std::vector<int> cpus = options.pin ? physical_core_cpus() : std::vector<int>{};
   for (int i = 1; i < n_threads; ++i) {
     workers_.emplace_back([this, i] { worker_loop(i); });
@@ -96,9 +97,25 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
     fn(0, n);
     return;
   }
+  run_job(fn, n, chunk, grain, true);
+}
+
+void ThreadPool::on_every_thread(const std::function<void(int)>& fn) {
+  if (workers_.empty()) return fn(0);
+  run_job([&](size_t b, size_t) { fn(int(b)); }, size_t(size()), 1, 1, false);
+}
+
+void ThreadPool::run_job(const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunk,
+                         size_t grain, bool steal) {
   job_ = &fn;
   job_n_ = n;
-  job_chunk_ = chunk;
+  job_grain_ = grain;
+  job_steal_ = steal;
+  const uint64_t blocks = (n + grain - 1) / grain, share_blocks = chunk / grain;
+  for (size_t i = 0; i < size_t(size()); ++i) {
+    const uint64_t front = std::min(i * share_blocks, blocks), back = std::min((i + 1) * share_blocks, blocks);
+    shares_[i].store(front << 32 | back, std::memory_order_relaxed);
+  }
   pending_.store(int(workers_.size()), std::memory_order_relaxed);
   bool wake;
   {
@@ -107,9 +124,42 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
     wake = sleeping_workers_ > 0;
   }
   if (wake) start_cv_.notify_all();
-  fn(0, std::min(chunk, n));  // the caller takes chunk 0
+  run_share(0);  // the caller's share
   wait_until_done();
   job_ = nullptr;
+}
+
+bool ThreadPool::claim(size_t share, bool owner, size_t& begin, size_t& end) {
+  std::atomic<uint64_t>& state = shares_[share];
+  uint64_t s = state.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t front = s >> 32, back = s & 0xffffffffu;
+    if (front >= back) return false;
+    // Halves keep an owner's first piece long (one stream) and let helpers converge quickly.
+    const uint64_t take = job_steal_ ? (back - front + 1) / 2 : back - front;
+    const uint64_t next = owner ? (front + take) << 32 | back : front << 32 | (back - take);
+    if (state.compare_exchange_weak(s, next, std::memory_order_relaxed)) {
+      const uint64_t first = owner ? front : back - take;
+      begin = size_t(first) * job_grain_;
+      end = std::min(size_t(first + take) * job_grain_, job_n_);
+      return true;
+    }
+  }
+}
+
+void ThreadPool::run_share(int index) {
+  size_t b, e;
+  while (claim(size_t(index), true, b, e)) (*job_)(b, e);
+  if (!job_steal_) return;
+  for (;;) {
+    size_t most = 0, fullest = 0;
+    for (size_t i = 0; i < size_t(size()); ++i) {
+      const uint64_t s = shares_[i].load(std::memory_order_relaxed), left = (s & 0xffffffffu) - std::min(s >> 32, s & 0xffffffffu);
+      if (left > most) most = size_t(left), fullest = i;
+    }
+    if (most == 0) return;
+    if (claim(fullest, false, b, e)) (*job_)(b, e);
+  }
 }
 
 void ThreadPool::wait_until_done() {
@@ -139,8 +189,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     seen = wait_for_job(seen);
     if (stop_.load()) return;
-    const size_t begin = size_t(index) * job_chunk_;
-    if (begin < job_n_) (*job_)(begin, std::min(begin + job_chunk_, job_n_));
+    run_share(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep on done_cv_
       done_cv_.notify_one();

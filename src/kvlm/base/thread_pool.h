@@ -10,7 +10,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -36,9 +38,17 @@ class ThreadPool {
 
   int size() const { return int(workers_.size()) + 1; }
 
-  // Calls fn(begin, end) over disjoint chunks covering [0, n), each chunk a multiple of `grain`
-  // (except the last), and returns when all are done. Runs inline when one chunk suffices.
+  // Calls fn(begin, end) over disjoint pieces covering [0, n), each a multiple of `grain` (except
+  // the last), and returns when all are done. Runs inline when one thread's share is all of it.
+  // Every thread starts on its own contiguous share, front to back, so that each reads one long
+  // stream; a thread that finishes early takes pieces off the back of the share with the most
+  // left, so that a thread slowed by the machine (a preempted vCPU, a cold start) holds nobody up.
+  // Which thread runs a piece never changes what it computes: work is split over outputs only.
   void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+
+  // Calls fn(thread index) exactly once on every thread of the pool (the caller is index 0), for
+  // work that must occupy all of them at once, such as the bandwidth probes.
+  void on_every_thread(const std::function<void(int)>& fn);
 
   // The process-wide pool used by the CPU backend; created on first use.
   static ThreadPool& global();
@@ -47,6 +57,13 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  // Posts the job to the workers, runs the caller's part and waits for the rest.
+  void run_job(const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunk, size_t grain, bool steal);
+  // Runs thread `index`'s share of the current job, then (when stealing) helps with the others.
+  void run_share(int index);
+  // Claims the next piece of share i: from its front for its owner, from its back for a helper.
+  // Returns false when nothing of it is left.
+  bool claim(size_t share, bool owner, size_t& begin, size_t& end);
 
   // Waits until generation_ differs from `seen` or the pool stops; returns the new generation.
   unsigned wait_for_job(unsigned seen);
@@ -57,7 +74,10 @@ class ThreadPool {
   std::condition_variable start_cv_, done_cv_;
   // The job, published to workers by the release increment of generation_.
   const std::function<void(size_t, size_t)>* job_ = nullptr;
-  size_t job_n_ = 0, job_chunk_ = 0;
+  size_t job_n_ = 0, job_grain_ = 1;
+  bool job_steal_ = false;
+  // Per thread share, the unclaimed grain blocks [front, back) packed as front << 32 | back.
+  std::unique_ptr<std::atomic<uint64_t>[]> shares_;
   std::atomic<unsigned> generation_{0};
   std::atomic<int> pending_{0};  // workers still running the current job
   std::atomic<bool> stop_{false};
