@@ -12,8 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "kvlm/base/error.h"
+#include "kvlm/base/host_memory.h"
 #include "kvlm/base/thread_pool.h"
 
 namespace kvlm {
@@ -123,7 +126,8 @@ const char* probe_fma_isa() {
 double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int repeats) {
   const size_t threads = size_t(pool.size());
   const size_t slice = bytes / threads / 128 * 128;
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, slice * threads));
+  auto* buf = static_cast<uint8_t*>(allocate_host(slice * threads, true));
+  check(buf != nullptr, "read probe: out of memory allocating " + std::to_string(slice * threads) + " bytes");
   std::unique_ptr<uint8_t, decltype(&std::free)> owner(buf, std::free);
   // Each thread touches its own slice first, so pages live near the thread that reads them.
   on_every_thread(pool, [&](size_t t) { std::memset(buf + t * slice, int(t + 1), slice); });

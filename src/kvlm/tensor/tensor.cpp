@@ -7,6 +7,7 @@
 
 #include "kvlm/base/error.h"
 #include "kvlm/base/half.h"
+#include "kvlm/base/host_memory.h"
 
 namespace kvlm {
 
@@ -87,16 +88,17 @@ BufferCache& buffer_cache() {
   return *cache;
 }
 
-std::shared_ptr<Storage> allocate_cpu(size_t bytes) {
+std::shared_ptr<Storage> allocate_cpu(size_t bytes, bool huge_pages) {
   auto s = std::make_shared<Storage>();
   s->device = Device::kCPU;
   s->bytes = bytes;
   const size_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
-  void* p = buffer_cache().take(rounded);
-  if (!p) p = std::aligned_alloc(64, rounded);
+  void* p = huge_pages ? nullptr : buffer_cache().take(rounded);
+  if (!p) p = allocate_host(rounded, huge_pages);
   if (!p) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
   s->data = p;
-  s->keep_alive = std::shared_ptr<void>(p, [rounded](void* q) { buffer_cache().give(q, rounded); });
+  if (huge_pages) s->keep_alive = std::shared_ptr<void>(p, std::free);
+  else s->keep_alive = std::shared_ptr<void>(p, [rounded](void* q) { buffer_cache().give(q, rounded); });
   return s;
 }
 
@@ -109,7 +111,17 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
-  t.storage_ = allocate_cpu(size_t(shape_numel(shape)) * dtype_size(dtype));
+  t.storage_ = allocate_cpu(size_t(shape_numel(shape)) * dtype_size(dtype), false);
+  return t;
+}
+
+Tensor Tensor::empty_streamed(const Shape& shape, DType dtype) {
+  for (int64_t d : shape) check(d >= 0, [&] { return "negative dimension in shape " + shape_string(shape); });
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  t.storage_ = allocate_cpu(size_t(shape_numel(shape)) * dtype_size(dtype), true);
   return t;
 }
 

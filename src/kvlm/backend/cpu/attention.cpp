@@ -151,6 +151,10 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   KeyCodeBlock key_block;
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
     const int count = int(std::min<int64_t>(kKeyBlock, n_max - j));
+    // In decode the chunk's keys and values come cold from memory (a step streams all weights
+    // in between); fetching the values into L2 now overlaps them with the scores and the softmax.
+    for (int r = 0; r < count; ++r)
+      for (size_t at = 0; at < rows.value_bytes; at += 64) __builtin_prefetch(value_at(j + r) + at, 0, 2);
     if (key_codes) {
       const uint8_t* raw[kKeyBlock];
       block_rows(key_at, rows.key_bytes, j, count, n_max, raw);

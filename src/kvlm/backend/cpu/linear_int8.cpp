@@ -62,7 +62,8 @@ Tensor int8_tiles(const ops::Weight& w) {
   const int64_t group_bytes = int8_group_bytes(G, bits, params);
   const int64_t tiles = (rows + kInt8TileRows - 1) / kInt8TileRows;
   // Rows past the weight's end keep zero codes, scales and biases.
-  Tensor out = Tensor::zeros({tiles * groups * group_bytes}, DType::kU8);
+  Tensor out = Tensor::empty_streamed({tiles * groups * group_bytes}, DType::kU8);
+  std::memset(out.raw(), 0, size_t(out.numel()));
   const auto* packed = w.weight.data<uint32_t>();
   const auto* scales = static_cast<const uint8_t*>(w.scales.raw());
   const auto* biases = static_cast<const uint8_t*>(w.biases.raw());
