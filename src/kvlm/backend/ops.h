@@ -36,7 +36,8 @@ void set_thread_pool(ThreadPool* pool);
 // products (cpu/linear_int8.h), for 4- and 8-bit codes only (other widths stay exact).
 enum class MatmulPath { kExact, kInt8 };
 
-// A linear layer's (or an embedding table's) weight [out, in], as stored in the checkpoint.
+// A linear layer's (or an embedding table's) weight [out, in], as stored in the checkpoint. Made
+// by dense_weight or affine_weight, which check its tensors once; linear() trusts them.
 struct Weight {
   Tensor weight;                   // dense f32/f16/bf16 [out, in], or packed u32 [out, in*bits/32]
   Tensor scales, biases;           // MLX affine only: [out, in/group_size], model dtype
@@ -50,7 +51,7 @@ struct Weight {
   bool has_bias() const { return bias.defined(); }
 };
 
-// Builds a dense Weight from a 2-D float tensor, checking its dtype.
+// Builds a dense Weight from a contiguous 2-D float tensor, checking its dtype.
 Weight dense_weight(const Tensor& w, const Tensor& bias = Tensor());
 // Builds an MLX affine Weight; the unpacked input width comes from the packed shape and `spec`.
 Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& biases,

@@ -33,6 +33,9 @@ Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& b
                      const AffineSpec& spec, const Tensor& bias) {
   Weight out;
   out.in_features = affine_check_shapes(packed, scales, biases, spec, "quantized weight");
+  check(packed.is_contiguous() && scales.is_contiguous() && biases.is_contiguous(),
+        [&] { return "quantized weight: packed " + packed.describe() + ", scales " + scales.describe() +
+            " and biases " + biases.describe() + " must be contiguous"; });
   out.out_features = packed.dim(0);
   out.weight = packed;
   out.scales = scales;
