@@ -1,10 +1,13 @@
 // Host storage: tensors freed during a forward pass are reused by the next allocation of the same
-// size, and reuse never leaks old contents into zeros().
+// size, reuse never leaks old contents into zeros(), and streamed tensors (weight copies) get
+// buffers of their own.
 #include "kvlm/tensor/tensor.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kvlm/base/error.h"
 
@@ -33,6 +36,29 @@ TEST(TensorStorage, ZerosAreZeroOnAReusedBuffer) {
   size_t nonzero = 0;
   for (size_t i = 0; i < z.nbytes(); ++i) nonzero += p[i] != 0;
   EXPECT_EQ(nonzero, 0u);
+}
+
+// Small streamed tensors share slabs: each gets its own 64-byte aligned bytes, and a tensor keeps
+// its slab (and contents) alive after the others of it are gone. Large ones start on a huge page.
+TEST(TensorStorage, StreamedTensorsAreAlignedDisjointAndOutliveTheirNeighbours) {
+  std::vector<Tensor> small;
+  for (int64_t n : {100, 4096, 300000, 7})
+    small.push_back(Tensor::empty_streamed({n}, DType::kU8));
+  for (size_t i = 0; i < small.size(); ++i) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(small[i].raw()) % 64, 0u) << i;
+    std::memset(small[i].raw(), int(i + 1), small[i].nbytes());
+  }
+  const Tensor last = small.back();
+  small.pop_back();
+  for (size_t i = 0; i < small.size(); ++i) {
+    const auto* p = static_cast<const unsigned char*>(small[i].raw());
+    for (size_t b = 0; b < small[i].nbytes(); ++b) ASSERT_EQ(p[b], i + 1) << i << " " << b;
+  }
+  small.clear();
+  const auto* p = static_cast<const unsigned char*>(last.raw());
+  for (size_t b = 0; b < last.nbytes(); ++b) EXPECT_EQ(p[b], 4) << b;
+  const Tensor big = Tensor::empty_streamed({3 << 20}, DType::kU8);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.raw()) % (2 << 20), 0u);
 }
 
 TEST(TensorStorage, NegativeDimensionIsRefused) {

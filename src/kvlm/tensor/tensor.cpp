@@ -1,7 +1,9 @@
 #include "kvlm/tensor/tensor.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -88,42 +90,81 @@ BufferCache& buffer_cache() {
   return *cache;
 }
 
-std::shared_ptr<Storage> allocate_cpu(size_t bytes, bool huge_pages) {
+std::shared_ptr<Storage> storage(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
+  if (!data) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
   auto s = std::make_shared<Storage>();
   s->device = Device::kCPU;
+  s->data = data;
   s->bytes = bytes;
-  const size_t rounded = bytes ? (bytes + 63) / 64 * 64 : 64;
-  void* p = huge_pages ? nullptr : buffer_cache().take(rounded);
-  if (!p) p = allocate_host(rounded, huge_pages);
-  if (!p) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
-  s->data = p;
-  if (huge_pages) s->keep_alive = std::shared_ptr<void>(p, std::free);
-  else s->keep_alive = std::shared_ptr<void>(p, [rounded](void* q) { buffer_cache().give(q, rounded); });
+  s->keep_alive = std::move(keep_alive);
   return s;
+}
+
+size_t cache_lines(size_t bytes) { return bytes ? (bytes + 63) / 64 * 64 : 64; }
+
+std::shared_ptr<Storage> allocate_cpu(size_t bytes) {
+  const size_t rounded = cache_lines(bytes);
+  void* p = buffer_cache().take(rounded);
+  if (!p) p = allocate_host(rounded, false);
+  return storage(p, bytes, std::shared_ptr<void>(p, [rounded](void* q) { buffer_cache().give(q, rounded); }));
+}
+
+// Streamed buffers smaller than a huge page (a 0.5B model's attention projections, 0.1-0.6 MB
+// each) share slabs of huge pages, so that they too stream without a page walk every 4 KB. A slab
+// lives while any of its buffers does; the next small buffer goes to the newest slab while it has
+// room and is alive. Untouched parts of a slab are never made resident.
+class StreamedSlabs {
+ public:
+  static constexpr size_t kSlabBytes = size_t(16) << 20;
+
+  std::shared_ptr<Storage> take(size_t bytes) {
+    const size_t rounded = cache_lines(bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<void> slab = current_.lock();
+    if (!slab || used_ + rounded > kSlabBytes) {
+      void* base = allocate_host(kSlabBytes, true);
+      if (!base) return storage(nullptr, bytes, nullptr);
+      slab = std::shared_ptr<void>(base, std::free);
+      current_ = slab;
+      used_ = 0;
+    }
+    void* p = static_cast<uint8_t*>(slab.get()) + used_;
+    used_ += rounded;
+    return storage(p, bytes, std::shared_ptr<void>(slab, p));
+  }
+
+ private:
+  std::mutex mu_;
+  std::weak_ptr<void> current_;
+  size_t used_ = 0;
+};
+
+std::shared_ptr<Storage> allocate_streamed(size_t bytes) {
+  static StreamedSlabs* slabs = new StreamedSlabs;  // never destroyed, like the buffer cache
+  if (bytes < kHugePageBytes) return slabs->take(bytes);
+  void* p = allocate_host(cache_lines(bytes), true);
+  return storage(p, bytes, std::shared_ptr<void>(p, std::free));
 }
 
 }  // namespace
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  check(device == Device::kCPU, [&] { return std::string("device ") + device_name(device) + " is not built in"; });
+Tensor Tensor::allocated(const Shape& shape, DType dtype, bool streamed) {
   for (int64_t d : shape) check(d >= 0, [&] { return "negative dimension in shape " + shape_string(shape); });
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
-  t.storage_ = allocate_cpu(size_t(shape_numel(shape)) * dtype_size(dtype), false);
+  const size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  t.storage_ = streamed ? allocate_streamed(bytes) : allocate_cpu(bytes);
   return t;
 }
 
-Tensor Tensor::empty_streamed(const Shape& shape, DType dtype) {
-  for (int64_t d : shape) check(d >= 0, [&] { return "negative dimension in shape " + shape_string(shape); });
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = shape;
-  t.strides_ = contiguous_strides(shape);
-  t.storage_ = allocate_cpu(size_t(shape_numel(shape)) * dtype_size(dtype), true);
-  return t;
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  check(device == Device::kCPU, [&] { return std::string("device ") + device_name(device) + " is not built in"; });
+  return allocated(shape, dtype, false);
 }
+
+Tensor Tensor::empty_streamed(const Shape& shape, DType dtype) { return allocated(shape, dtype, true); }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);

@@ -37,7 +37,7 @@ class Tensor {
   // A new uninitialised contiguous tensor.
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::kCPU);
   // A new uninitialised CPU tensor that lives as long as a model and is streamed every step
-  // (weight copies): from 2 MB up it sits on huge pages (base/host_memory.h).
+  // (weight copies): on huge pages (base/host_memory.h), small ones sharing slabs of them.
   // Activations stay on small pages (their recycled buffers cost nothing to fault), and so does
   // the KV pool, whose pages become resident as tokens are written, 4 KB at a time.
   static Tensor empty_streamed(const Shape& shape, DType dtype);
@@ -75,6 +75,9 @@ class Tensor {
   std::string describe() const;  // "bf16[896, 4864] cpu"
 
  private:
+  // A new contiguous CPU tensor, its buffer recycled (activations) or streamed (weight copies).
+  static Tensor allocated(const Shape& shape, DType dtype, bool streamed);
+
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::kF32;
   Shape shape_, strides_;
