@@ -134,7 +134,9 @@ TEST(AttentionCodes, ScoresStayWithinTheQueryRoundingBound) {
         const double err = std::fabs(double(got[size_t(h * kKeyBlock + r)]) - scale * exact);
         EXPECT_LE(err, scale * (bound + 1e-5 * magnitude) + 1e-30)
             << kv_codec_name(s) << " d " << d << " head " << h << " key " << r;
-        if (h == 1) EXPECT_NEAR(got[size_t(h * kKeyBlock + r)], 0.0f, 0.0f);  // zero query
+        if (h == 1) {
+          EXPECT_NEAR(got[size_t(h * kKeyBlock + r)], 0.0f, 0.0f);  // zero query
+        }
       }
   });
 }

@@ -379,9 +379,10 @@ TEST(Attention, TiledPrefillEqualsTokenByTokenDecode) {
       const Tensor one = attention(q.slice(0, i, i + 1), f.view(), i, p);
       ASSERT_EQ(std::memcmp(one.raw(), all.slice(0, i, i + 1).raw(), one.nbytes()), 0)
           << kv_codec_name(c.spec) << " window " << c.window << " token " << i;
-      if (i >= 250 && i < 530)
+      if (i >= 250 && i < 530) {
         ASSERT_EQ(std::memcmp(one.raw(), part.slice(0, i - 250, i - 249).raw(), one.nbytes()), 0)
             << kv_codec_name(c.spec) << " window " << c.window << " chunked token " << i;
+      }
     }
   }
 }
