@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -37,6 +38,23 @@ TEST(ThreadPool, AThreadThatFinishesEarlyTakesOverTheRestOfASlowShare) {
   });
   for (size_t i = 0; i < 16; ++i) EXPECT_EQ(ran[i], caller) << i;  // the caller's first piece
   for (size_t i = 16; i < 64; ++i) EXPECT_NE(ran[i], caller) << i;
+}
+
+// An exception from the caller's piece reaches the caller only after the workers are done with
+// the job (they keep reading it), and the pool stays usable.
+TEST(ThreadPool, AnExceptionInTheCallersPieceWaitsForTheWorkers) {
+  ThreadPool pool(3);
+  std::atomic<int> done{0};
+  EXPECT_THROW(pool.parallel_for(3, 1, [&](size_t b, size_t) {
+                 if (b == 0) throw std::runtime_error("piece 0");
+                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                 ++done;
+               }),
+               std::runtime_error);
+  EXPECT_EQ(done.load(), 2);
+  std::atomic<int> again{0};
+  pool.parallel_for(30, 1, [&](size_t b, size_t e) { again += int(e - b); });
+  EXPECT_EQ(again.load(), 30);
 }
 
 // Jobs posted back to back (workers spinning) and after a pause long enough for the workers to

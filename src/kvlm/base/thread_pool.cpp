@@ -85,11 +85,19 @@ inline void cpu_relax(int iteration) {
 #endif
 }
 
+// A share's state packs its unclaimed grain blocks [front, back) as front << 32 | back.
+uint64_t share_state(uint64_t front, uint64_t back) { return front << 32 | back; }
+uint64_t share_front(uint64_t s) { return s >> 32; }
+uint64_t share_back(uint64_t s) { return s & 0xffffffffu; }
+uint64_t unclaimed(uint64_t s) { return share_back(s) - std::min(share_front(s), share_back(s)); }
+
 }  // namespace
 
 void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
+  // Shares count grain blocks in 32 bits: coarser blocks (still multiples of grain) past that.
+  if (const size_t over = (n / grain) >> 31) grain *= over + 1;
   const size_t threads = size_t(size());
   size_t chunk = (n + threads - 1) / threads;
   chunk = (chunk + grain - 1) / grain * grain;
@@ -114,7 +122,7 @@ void ThreadPool::run_job(const std::function<void(size_t, size_t)>& fn, size_t n
   const uint64_t blocks = (n + grain - 1) / grain, share_blocks = chunk / grain;
   for (size_t i = 0; i < size_t(size()); ++i) {
     const uint64_t front = std::min(i * share_blocks, blocks), back = std::min((i + 1) * share_blocks, blocks);
-    shares_[i].store(front << 32 | back, std::memory_order_relaxed);
+    shares_[i].store(share_state(front, back), std::memory_order_relaxed);
   }
   pending_.store(int(workers_.size()), std::memory_order_relaxed);
   bool wake;
@@ -124,7 +132,13 @@ void ThreadPool::run_job(const std::function<void(size_t, size_t)>& fn, size_t n
     wake = sleeping_workers_ > 0;
   }
   if (wake) start_cv_.notify_all();
-  run_share(0);  // the caller's share
+  try {
+    run_share(0);  // the caller's share
+  } catch (...) {
+    wait_until_done();  // the workers still read the job; they take over the rest of this share
+    job_ = nullptr;
+    throw;
+  }
   wait_until_done();
   job_ = nullptr;
 }
@@ -133,11 +147,11 @@ bool ThreadPool::claim(size_t share, bool owner, size_t& begin, size_t& end) {
   std::atomic<uint64_t>& state = shares_[share];
   uint64_t s = state.load(std::memory_order_relaxed);
   for (;;) {
-    const uint64_t front = s >> 32, back = s & 0xffffffffu;
+    const uint64_t front = share_front(s), back = share_back(s);
     if (front >= back) return false;
     // Halves keep an owner's first piece long (one stream) and let helpers converge quickly.
     const uint64_t take = job_steal_ ? (back - front + 1) / 2 : back - front;
-    const uint64_t next = owner ? (front + take) << 32 | back : front << 32 | (back - take);
+    const uint64_t next = owner ? share_state(front + take, back) : share_state(front, back - take);
     if (state.compare_exchange_weak(s, next, std::memory_order_relaxed)) {
       const uint64_t first = owner ? front : back - take;
       begin = size_t(first) * job_grain_;
@@ -152,10 +166,11 @@ void ThreadPool::run_share(int index) {
   while (claim(size_t(index), true, b, e)) (*job_)(b, e);
   if (!job_steal_) return;
   for (;;) {
-    size_t most = 0, fullest = 0;
+    uint64_t most = 0;
+    size_t fullest = 0;
     for (size_t i = 0; i < size_t(size()); ++i) {
-      const uint64_t s = shares_[i].load(std::memory_order_relaxed), left = (s & 0xffffffffu) - std::min(s >> 32, s & 0xffffffffu);
-      if (left > most) most = size_t(left), fullest = i;
+      const uint64_t left = unclaimed(shares_[i].load(std::memory_order_relaxed));
+      if (left > most) most = left, fullest = i;
     }
     if (most == 0) return;
     if (claim(fullest, false, b, e)) (*job_)(b, e);
