@@ -37,9 +37,8 @@ class Tensor {
   // A new uninitialised contiguous tensor.
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::kCPU);
   // A new uninitialised CPU tensor that lives as long as a model and is streamed every step
-  // (weight copies): on huge pages (base/host_memory.h), small ones sharing slabs of them.
-  // Activations stay on small pages (their recycled buffers cost nothing to fault), and so does
-  // the KV pool, whose pages become resident as tokens are written, 4 KB at a time.
+  // (weight copies, the KV pool): on huge pages (base/host_memory.h), small ones sharing slabs of
+  // them. Activations stay on small pages (their recycled buffers cost nothing to fault).
   static Tensor empty_streamed(const Shape& shape, DType dtype);
   // A contiguous view of borrowed CPU memory; `owner` keeps it alive.
   static Tensor borrow(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner);
