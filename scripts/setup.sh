@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libonig-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3  # tests/cli/serve_test.sh picks a free port with it
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -232,6 +232,10 @@ Json run_bench(const BenchOptions& o) {
               o.prefill_chunk);
     }
     auto next = random_tokens(C, c.vocab_size, 7);
+    // This VM's bandwidth swings by up to 2x within a minute, so the limit of decode at
+    // concurrency 1 is the mean of two read probes taken right before and right after it.
+    const bool bracket = C == 1 && o.probes;
+    const double read_before = bracket ? probe_read_bandwidth(pool) : 0;
     begin_profile(o);
     const auto t0 = Clock::now();
     for (int step = 0; step < o.decode_tokens; ++step) {
@@ -241,6 +245,7 @@ Json run_bench(const BenchOptions& o) {
       model->forward(batch);
     }
     const double s = seconds_since(t0);
+    const double read_after = bracket ? probe_read_bandwidth(pool) : 0;
     const double tps = double(C) * o.decode_tokens / s;
     const double ctx = o.decode_context + o.decode_tokens / 2.0;
     const double kv_bytes = ctx * double(model->kv_pool().bytes_per_token());
@@ -248,12 +253,14 @@ Json run_bench(const BenchOptions& o) {
     Json row = {{"concurrency", C}, {"tokens_per_s", tps}, {"gflops", flops / 1e9}};
     std::printf("decode concurrency %2d (context %d): %.1f tok/s aggregate, %.1f GFLOP/s",
                 C, o.decode_context, tps, flops / 1e9);
-    if (C == 1 && bandwidth > 0) {
-      const double limit = bandwidth / (weight_bytes + kv_bytes);
+    if (bracket) {
+      const double read = (read_before + read_after) / 2, limit = read / (weight_bytes + kv_bytes);
       row["bytes_per_token"] = weight_bytes + kv_bytes;
+      row["read_bandwidth_gbs_before_after"] = {read_before / 1e9, read_after / 1e9};
       row["bandwidth_limit_tokens_per_s"] = limit;
       row["fraction_of_bandwidth_limit"] = tps / limit;
-      std::printf(", %.0f%% of the bandwidth limit (%.1f tok/s)", 100 * tps / limit, limit);
+      std::printf(", %.0f%% of the bandwidth limit (%.1f tok/s; read %.1f GB/s before, %.1f after)",
+                  100 * tps / limit, limit, read_before / 1e9, read_after / 1e9);
     } else if (fma > 0) {
       row["fraction_of_fma_peak"] = flops / fma;
       std::printf(", %.0f%% of FMA peak", 100 * flops / fma);

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
+# there and positive, concurrency 1 carries the read probes taken around it, and bad options name
+# the problem. $1: the kvlm binary; $2: the repository root.
+set -euo pipefail
+source "$(dirname "$0")/cli_test_lib.sh"
+
+"$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1,2 --json "$tmp/report.json" \
+  >"$tmp/out" 2>"$tmp/err" || fail "bench failed: $(cat "$tmp/err")"
+grep -q '^decode concurrency  1 (context 8): .* of the bandwidth limit (.*; read .* GB/s before, .* after)$' \
+  "$tmp/out" || fail "no bracketed bandwidth limit in: $(cat "$tmp/out")"
+node - "$tmp/report.json" <<'JS' || fail "report: $(cat "$tmp/report.json")"
+const assert = require("assert");
+const r = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+assert(r.probes.read_bandwidth_gbs > 0 && r.probes.fma_peak_gflops > 0);
+assert(r.prefill.tokens === 8 && r.prefill.tokens_per_s > 0);
+const [one, two] = r.decode;
+assert(one.concurrency === 1 && two.concurrency === 2);
+const [before, after] = one.read_bandwidth_gbs_before_after;
+assert(before > 0 && after > 0 && one.fraction_of_bandwidth_limit > 0);
+assert(!("read_bandwidth_gbs_before_after" in two) && two.fraction_of_fma_peak > 0);
+JS
+
+# Without probes there are no limits to report against.
+"$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1 --no-probes >"$tmp/out" 2>&1 ||
+  fail "bench --no-probes failed: $(cat "$tmp/out")"
+grep -q 'bandwidth limit' "$tmp/out" && fail "--no-probes still reported a bandwidth limit"
+
+expect_error "--weights must be bf16, q4 or q8, got 'q5'" bench --synthetic 0.5b --weights q5
+expect_error "unknown synthetic shape '7b' (known: 0.5b, 1b)" bench --synthetic 7b
+echo "bench: ok"
