@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
-# there and positive, concurrency 1 carries the read probes taken around it, and bad options name
-# the problem. $1: the kvlm binary; $2: the repository root.
+# there and positive, each phase carries the probes taken around it (read bandwidth for concurrency
+# 1, the FMA peak for prefill and batches), and bad options name the problem. $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
 source "$(dirname "$0")/cli_test_lib.sh"
 
@@ -13,18 +13,21 @@ node - "$tmp/report.json" <<'JS' || fail "report: $(cat "$tmp/report.json")"
 const assert = require("assert");
 const r = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
 assert(r.probes.read_bandwidth_gbs > 0 && r.probes.fma_peak_gflops > 0);
-assert(r.prefill.tokens === 8 && r.prefill.tokens_per_s > 0);
+assert(r.prefill.tokens === 8 && r.prefill.tokens_per_s > 0 && r.prefill.fraction_of_fma_peak > 0);
+assert(r.prefill.fma_peak_gflops_before_after.every((g) => g > 0));
+assert(!("vnni_peak_gops_before_after" in r.prefill));  // bf16 weights: no integer path
 const [one, two] = r.decode;
 assert(one.concurrency === 1 && two.concurrency === 2);
 const [before, after] = one.read_bandwidth_gbs_before_after;
 assert(before > 0 && after > 0 && one.fraction_of_bandwidth_limit > 0);
 assert(!("read_bandwidth_gbs_before_after" in two) && two.fraction_of_fma_peak > 0);
+assert(two.fma_peak_gflops_before_after.length === 2 && !("fma_peak_gflops_before_after" in one));
 JS
 
 # Without probes there are no limits to report against.
 "$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1 --no-probes >"$tmp/out" 2>&1 ||
   fail "bench --no-probes failed: $(cat "$tmp/out")"
-grep -q 'bandwidth limit' "$tmp/out" && fail "--no-probes still reported a bandwidth limit"
+grep -qE 'bandwidth limit|FMA peak' "$tmp/out" && fail "--no-probes still reported a limit"
 
 expect_error "--weights must be bf16, q4 or q8, got 'q5'" bench --synthetic 0.5b --weights q5
 expect_error "unknown synthetic shape '7b' (known: 0.5b, 1b)" bench --synthetic 7b

@@ -83,8 +83,9 @@ Runner setup(CLI::App& sub) {
   sub.add_option("--json", a->json_path, "Also write the figures as JSON to this file");
   sub.footer(
       "Decode at concurrency 1 is reported against the bandwidth limit (read bandwidth / bytes "
-      "read per token: weights + KV, the bandwidth probed right before and after it); prefill and batched decode against the fp32 FMA peak, and "
-      "prefill with --matmul int8 also against the int8 VNNI peak.");
+      "read per token: weights + KV); prefill and batched decode against the fp32 FMA peak, and "
+      "prefill with --matmul int8 also against the int8 VNNI peak; each limit is probed right "
+      "before and right after the phase it bounds.");
   return [a] { return run(*a); };
 }
 

@@ -116,6 +116,17 @@ Json end_profile(const BenchOptions& o, int steps) {
   return rows;
 }
 
+// The arithmetic peaks that bound a phase, probed right before and right after it: this VM's rate
+// swings (one run's opening FMA probe read 230 GFLOP/s against 420-466 in the others), so each
+// phase is stated against its own moment. `vnni` only where the phase runs on the integer units.
+struct Peaks {
+  double fma = 0, vnni = 0;
+};
+
+Peaks probe_peaks(ThreadPool& pool, bool vnni) {
+  return {probe_fma_peak(pool), vnni ? probe_vnni_peak(pool) : 0};
+}
+
 }  // namespace
 
 const SyntheticShape& synthetic_shape(const std::string& name) {
@@ -201,25 +212,36 @@ Json run_bench(const BenchOptions& o) {
   {  // Prefill of one prompt.
     KVSequence seq(model->kv_pool());
     const auto tokens = random_tokens(o.prompt_tokens, c.vocab_size, 1);
+    // With --matmul int8 the quantized linears run on the integer units: their peak applies too.
+    const bool int8 = o.matmul == ops::MatmulPath::kInt8 && ckpt.is_quantized();
+    const Peaks before = o.probes ? probe_peaks(pool, int8) : Peaks{};
     begin_profile(o);
     const auto t0 = Clock::now();
     prefill(*model, seq, tokens, o.prefill_chunk);
     const double s = seconds_since(t0);
+    const Peaks after = o.probes ? probe_peaks(pool, int8) : Peaks{};
+    const double fma = (before.fma + after.fma) / 2, vnni = (before.vnni + after.vnni) / 2;
     const double P = o.prompt_tokens;
     // Prefill computes logits for one row per chunk, not per token.
     const double chunks = std::ceil(P / o.prefill_chunk);
     const double flops =
         2 * (layer_macs_per_token(c) * P + head_macs(c) * chunks + attention_macs(c, P * (P + 1) / 2));
-    out["prefill"] = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s},
-                      {"gflops", flops / s / 1e9}, {"fraction_of_fma_peak", fma ? flops / s / fma : 0}};
-    std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.0f%% of FMA peak", o.prompt_tokens,
-                P / s, flops / s / 1e9, fma ? 100 * flops / s / fma : 0);
-    // With --matmul int8 the quantized linears run on the integer units: their peak applies too.
-    if (o.matmul == ops::MatmulPath::kInt8 && ckpt.is_quantized() && vnni > 0) {
-      out["prefill"]["fraction_of_vnni_peak"] = flops / s / vnni;
-      std::printf(", %.0f%% of VNNI peak", 100 * flops / s / vnni);
+    out["prefill"] = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s}, {"gflops", flops / s / 1e9}};
+    std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s", o.prompt_tokens, P / s, flops / s / 1e9);
+    if (fma > 0) {
+      out["prefill"]["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
+      out["prefill"]["fraction_of_fma_peak"] = flops / s / fma;
+      std::printf(" (%.0f%% of FMA peak; %.0f GFLOP/s before, %.0f after", 100 * flops / s / fma,
+                  before.fma / 1e9, after.fma / 1e9);
+      if (vnni > 0) {
+        out["prefill"]["vnni_peak_gops_before_after"] = {before.vnni / 1e9, after.vnni / 1e9};
+        out["prefill"]["fraction_of_vnni_peak"] = flops / s / vnni;
+        std::printf("; %.0f%% of VNNI peak; %.0f GOP/s before, %.0f after", 100 * flops / s / vnni,
+                    before.vnni / 1e9, after.vnni / 1e9);
+      }
+      std::printf(")");
     }
-    std::printf(")\n");
+    std::printf("\n");
     if (o.profile) out["prefill"]["profile"] = end_profile(o, 1);
   }
 
@@ -233,9 +255,11 @@ Json run_bench(const BenchOptions& o) {
     }
     auto next = random_tokens(C, c.vocab_size, 7);
     // This VM's bandwidth swings by up to 2x within a minute, so the limit of decode at
-    // concurrency 1 is the mean of two read probes taken right before and right after it.
-    const bool bracket = C == 1 && o.probes;
+    // concurrency 1 is the mean of two read probes taken right before and right after it, and
+    // batched decode's the mean of two FMA probes.
+    const bool bracket = C == 1 && o.probes, batched = C > 1 && o.probes;
     const double read_before = bracket ? probe_read_bandwidth(pool) : 0;
+    const double fma_before = batched ? probe_fma_peak(pool) : 0;
     begin_profile(o);
     const auto t0 = Clock::now();
     for (int step = 0; step < o.decode_tokens; ++step) {
@@ -246,6 +270,7 @@ Json run_bench(const BenchOptions& o) {
     }
     const double s = seconds_since(t0);
     const double read_after = bracket ? probe_read_bandwidth(pool) : 0;
+    const double fma_after = batched ? probe_fma_peak(pool) : 0;
     const double tps = double(C) * o.decode_tokens / s;
     const double ctx = o.decode_context + o.decode_tokens / 2.0;
     const double kv_bytes = ctx * double(model->kv_pool().bytes_per_token());
@@ -261,9 +286,12 @@ Json run_bench(const BenchOptions& o) {
       row["fraction_of_bandwidth_limit"] = tps / limit;
       std::printf(", %.0f%% of the bandwidth limit (%.1f tok/s; read %.1f GB/s before, %.1f after)",
                   100 * tps / limit, limit, read_before / 1e9, read_after / 1e9);
-    } else if (fma > 0) {
+    } else if (batched && fma_before + fma_after > 0) {
+      const double fma = (fma_before + fma_after) / 2;
+      row["fma_peak_gflops_before_after"] = {fma_before / 1e9, fma_after / 1e9};
       row["fraction_of_fma_peak"] = flops / fma;
-      std::printf(", %.0f%% of FMA peak", 100 * flops / fma);
+      std::printf(", %.0f%% of FMA peak (%.0f GFLOP/s before, %.0f after)", 100 * flops / fma,
+                  fma_before / 1e9, fma_after / 1e9);
     }
     std::printf("\n");
     if (o.profile) row["profile"] = end_profile(o, o.decode_tokens);

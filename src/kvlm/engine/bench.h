@@ -1,8 +1,8 @@
 #pragma once
 // `kvlm bench`: whole-model throughput measured beside the machine limits that bound it.
-//   decode (one sequence)  is bound by read bandwidth: limit = bandwidth / bytes read per token,
-//                          the bandwidth probed right before and after the decode
+//   decode (one sequence)  is bound by read bandwidth: limit = bandwidth / bytes read per token
 //   prefill, batched decode are bound by arithmetic:   limit = fp32 FMA peak
+// each limit probed right before and right after the phase it bounds.
 // Models are either a checkpoint folder or a synthetic shape written to a temporary folder with
 // random weights (the shapes the performance targets are stated for).
 #include <cstdint>
