@@ -170,11 +170,9 @@ Json run_bench(const BenchOptions& o) {
   ops::set_profiling(o.profile);
   ThreadPool& pool = ThreadPool::global();
   out["threads"] = pool.size();
-  double bandwidth = 0, fma = 0, vnni = 0;
-  if (o.probes) {
-    bandwidth = probe_read_bandwidth(pool);
-    fma = probe_fma_peak(pool);
-    vnni = probe_vnni_peak(pool);
+  if (o.probes) {  // the machine at the start of the run; each phase probes its own limit again
+    const double bandwidth = probe_read_bandwidth(pool);
+    const double fma = probe_fma_peak(pool), vnni = probe_vnni_peak(pool);
     out["probes"] = {{"read_bandwidth_gbs", bandwidth / 1e9}, {"fma_peak_gflops", fma / 1e9},
                      {"fma_isa", probe_fma_isa()}, {"vnni_peak_gops", vnni / 1e9}};
     std::printf("probes (%d threads): read %.2f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), int8 VNNI "
