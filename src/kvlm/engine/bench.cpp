@@ -116,15 +116,21 @@ Json end_profile(const BenchOptions& o, int steps) {
   return rows;
 }
 
-// The arithmetic peaks that bound a phase, probed right before and right after it: this VM's rate
-// swings (one run's opening FMA probe read 230 GFLOP/s against 420-466 in the others), so each
-// phase is stated against its own moment. `vnni` only where the phase runs on the integer units.
-struct Peaks {
-  double fma = 0, vnni = 0;
+// The limits that bound a phase, probed right before and right after it: this VM's bandwidth and
+// arithmetic rate swing by up to 2x within a minute (one run's opening FMA probe read 230 GFLOP/s
+// against 420-466 in the others), so each phase is stated against its own moment. A limit not
+// asked for stays 0.
+struct Limits {
+  double read = 0, fma = 0, vnni = 0;
 };
 
-Peaks probe_peaks(ThreadPool& pool, bool vnni) {
-  return {probe_fma_peak(pool), vnni ? probe_vnni_peak(pool) : 0};
+Limits probe_limits(ThreadPool& pool, bool read, bool fma, bool vnni) {
+  return {read ? probe_read_bandwidth(pool) : 0, fma ? probe_fma_peak(pool) : 0,
+          vnni ? probe_vnni_peak(pool) : 0};
+}
+
+Limits mean(const Limits& a, const Limits& b) {
+  return {(a.read + b.read) / 2, (a.fma + b.fma) / 2, (a.vnni + b.vnni) / 2};
 }
 
 }  // namespace
@@ -212,13 +218,13 @@ Json run_bench(const BenchOptions& o) {
     const auto tokens = random_tokens(o.prompt_tokens, c.vocab_size, 1);
     // With --matmul int8 the quantized linears run on the integer units: their peak applies too.
     const bool int8 = o.matmul == ops::MatmulPath::kInt8 && ckpt.is_quantized();
-    const Peaks before = o.probes ? probe_peaks(pool, int8) : Peaks{};
+    const Limits before = probe_limits(pool, false, o.probes, o.probes && int8);
     begin_profile(o);
     const auto t0 = Clock::now();
     prefill(*model, seq, tokens, o.prefill_chunk);
     const double s = seconds_since(t0);
-    const Peaks after = o.probes ? probe_peaks(pool, int8) : Peaks{};
-    const double fma = (before.fma + after.fma) / 2, vnni = (before.vnni + after.vnni) / 2;
+    const Limits after = probe_limits(pool, false, o.probes, o.probes && int8);
+    const double fma = mean(before, after).fma, vnni = mean(before, after).vnni;
     const double P = o.prompt_tokens;
     // Prefill computes logits for one row per chunk, not per token.
     const double chunks = std::ceil(P / o.prefill_chunk);
@@ -252,12 +258,9 @@ Json run_bench(const BenchOptions& o) {
               o.prefill_chunk);
     }
     auto next = random_tokens(C, c.vocab_size, 7);
-    // This VM's bandwidth swings by up to 2x within a minute, so the limit of decode at
-    // concurrency 1 is the mean of two read probes taken right before and right after it, and
-    // batched decode's the mean of two FMA probes.
+    // One sequence is bound by the read bandwidth, a batch by the FMA peak.
     const bool bracket = C == 1 && o.probes, batched = C > 1 && o.probes;
-    const double read_before = bracket ? probe_read_bandwidth(pool) : 0;
-    const double fma_before = batched ? probe_fma_peak(pool) : 0;
+    const Limits before = probe_limits(pool, bracket, batched, false);
     begin_profile(o);
     const auto t0 = Clock::now();
     for (int step = 0; step < o.decode_tokens; ++step) {
@@ -267,8 +270,7 @@ Json run_bench(const BenchOptions& o) {
       model->forward(batch);
     }
     const double s = seconds_since(t0);
-    const double read_after = bracket ? probe_read_bandwidth(pool) : 0;
-    const double fma_after = batched ? probe_fma_peak(pool) : 0;
+    const Limits after = probe_limits(pool, bracket, batched, false);
     const double tps = double(C) * o.decode_tokens / s;
     const double ctx = o.decode_context + o.decode_tokens / 2.0;
     const double kv_bytes = ctx * double(model->kv_pool().bytes_per_token());
@@ -277,19 +279,18 @@ Json run_bench(const BenchOptions& o) {
     std::printf("decode concurrency %2d (context %d): %.1f tok/s aggregate, %.1f GFLOP/s",
                 C, o.decode_context, tps, flops / 1e9);
     if (bracket) {
-      const double read = (read_before + read_after) / 2, limit = read / (weight_bytes + kv_bytes);
+      const double limit = mean(before, after).read / (weight_bytes + kv_bytes);
       row["bytes_per_token"] = weight_bytes + kv_bytes;
-      row["read_bandwidth_gbs_before_after"] = {read_before / 1e9, read_after / 1e9};
+      row["read_bandwidth_gbs_before_after"] = {before.read / 1e9, after.read / 1e9};
       row["bandwidth_limit_tokens_per_s"] = limit;
       row["fraction_of_bandwidth_limit"] = tps / limit;
       std::printf(", %.0f%% of the bandwidth limit (%.1f tok/s; read %.1f GB/s before, %.1f after)",
-                  100 * tps / limit, limit, read_before / 1e9, read_after / 1e9);
-    } else if (batched && fma_before + fma_after > 0) {
-      const double fma = (fma_before + fma_after) / 2;
-      row["fma_peak_gflops_before_after"] = {fma_before / 1e9, fma_after / 1e9};
+                  100 * tps / limit, limit, before.read / 1e9, after.read / 1e9);
+    } else if (const double fma = mean(before, after).fma; batched && fma > 0) {
+      row["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
       row["fraction_of_fma_peak"] = flops / fma;
       std::printf(", %.0f%% of FMA peak (%.0f GFLOP/s before, %.0f after)", 100 * flops / fma,
-                  fma_before / 1e9, fma_after / 1e9);
+                  before.fma / 1e9, after.fma / 1e9);
     }
     std::printf("\n");
     if (o.profile) row["profile"] = end_profile(o, o.decode_tokens);
