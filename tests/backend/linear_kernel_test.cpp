@@ -127,20 +127,21 @@ TEST(LinearRows, AffineEveryIsaEqualsPortable) {
 
 TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
   // in = 4001 makes token blocks of 128 tokens (2 MB): 149 tokens end in a ragged block of 21 with a
-  // ragged tail; 71 rows cross the prefill loop's weight blocks (256 KB widened to f32: 15 or 16
-  // rows here) with a ragged last block.
+  // ragged tail; 71 rows cross the prefill loop's weight blocks (512 KB widened to f32: 30 rows
+  // here) with a ragged last block.
   const int64_t in = 4001, R = 71;
   expect_paths_equal(dense(normal(size_t(R * in), 5), R, in, DType::kBF16), 149, "bf16");
-  // 4-bit rows of 4096 weights, dequantized per block of 15 or 16 rows: 131 rows end in a ragged
+  // 4-bit rows of 4096 weights, dequantized per block of 30 rows: 131 rows end in a ragged
   // block; 140 tokens cross the 128-token blocks.
   const int64_t qin = 4096, qR = 131;
   expect_paths_equal(affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16), 140, "affine4");
 }
 
 TEST(LinearRows, PanelOrderGivesTheRowMajorBits) {
-  // 37 rows end in a panel of 5; row ranges from 0, 1 and 11 start inside panels.
+  // 37 rows end in a panel of 5; row ranges from 0, 1 and 11 start inside panels. Widths of one
+  // panel block, three, and thirteen.
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
-    for (int64_t in : {16, 96, 400}) {
+    for (int64_t in : {32, 96, 416}) {
       const int64_t R = 37;
       const TestWeight tw = dense(normal(size_t(R * in), uint32_t(in + 3)), R, in, dt);
       const ops::Weight panels = ops::panel_weight(tw.w);
