@@ -45,7 +45,6 @@ Weight panel_weight(const Weight& w) {
   check_weight(w, "panel_weight");
   const int64_t rows = w.out_features, in = w.in_features;
   const size_t elem = dtype_size(w.weight.dtype());
-  if (int64_t(elem) * in > cpu::kPanelMaxRowBytes) return w;
   Tensor packed = Tensor::empty_streamed({rows, in}, w.weight.dtype());
   const auto* src = static_cast<const uint8_t*>(w.weight.raw());
   auto* dst = static_cast<uint8_t*>(packed.raw());

@@ -14,19 +14,16 @@
 // never shares a line with the next tile, which would read it again later. Against blocks of 16
 // (two rows per line), single-core from cache (4864 x 896 bf16, panels against rows): 8 tokens
 // 0.87 -> 0.94-1.01 of rows' speed; and ops::linear from memory, one token, 2 threads, 80 such
-// weights in turn: 45-56 -> 62-66 GB/s (the read probe 63-75).
+// weights in turn: 45-56 -> 62-66 GB/s (the read probe 63-75). With blocks of 16, panels of
+// rows longer than 2 KB had made 8-token batches 40-45% slower (each tile re-read the panel from
+// L2 in strided passes) and were left row-major; with blocks of 32 every width gains (1B bf16,
+// rows -> panels: decode 18 -> 29 tok/s, 8 sequences 78 -> 83-88, prefill 106-119 -> 135-139).
 #include <algorithm>
 #include <cstdint>
 
 namespace kvlm::cpu {
 
 inline constexpr int64_t kPanelRows = 16, kPanelBlock = 32;
-
-// Only rows this short take panel order. Longer rows are long streams already (decode of a
-// 2048-wide bf16 weight measured the same in either order), and a panel wider than the L1 cache
-// (16 rows x 2 KB = 32 KB) makes batched tiles re-read it from L2 in strided passes: 8-token
-// batches ran 40-45% slower on 2048- to 8192-wide panels than on their row-major rows.
-inline constexpr int64_t kPanelMaxRowBytes = 2048;
 
 // Where row r of a panel-ordered [rows, in] matrix lies: element i is at
 // start + (i / kPanelBlock) * step + i % kPanelBlock.
