@@ -77,8 +77,8 @@ void Linear(benchmark::State& state) {
   const int64_t M = state.range(2);
   const Tensor x = random_f32({M, kIn}, 2);
   std::vector<float> y(size_t(M * kOut));
-  const cpu::LinearRowsFn kernel = cpu::linear_rows_kernel(isa);
   for (auto _ : state) {
+    const cpu::LinearKernel kernel(isa, w, x.data<float>(), M);  // x packed once per call, as in ops::linear
     kernel({x.data<float>(), M, &w, 0, kOut, y.data(), kOut});
     benchmark::DoNotOptimize(y.data());
   }

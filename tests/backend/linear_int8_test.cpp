@@ -45,7 +45,7 @@ std::vector<float> run_int8(Isa isa, const std::vector<float>& x, int64_t T, con
 
 std::vector<float> run_exact(const std::vector<float>& x, int64_t T, const ops::Weight& w) {
   std::vector<float> y(size_t(T * w.out_features));
-  linear_rows_portable({x.data(), T, &w, 0, w.out_features, y.data(), w.out_features});
+  linear_rows_portable({x.data(), T, &w, 0, w.out_features, y.data(), w.out_features}, {});
   return y;
 }
 

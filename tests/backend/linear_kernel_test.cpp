@@ -9,6 +9,7 @@
 
 #include "isa_test_util.h"
 #include "kvlm/backend/cpu/dot.h"
+#include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/backend/cpu/linear_rows.h"
 #include "kvlm/base/half.h"
 #include "kvlm/quant/affine.h"
@@ -80,7 +81,7 @@ TestWeight affine(const std::vector<float>& v, int64_t R, int64_t in, int bits, 
 std::vector<float> run(Isa isa, const std::vector<float>& x, int64_t T, const ops::Weight& w,
                        int64_t r0, int64_t R) {
   std::vector<float> y(size_t(T * R), -1.0f);
-  linear_rows_kernel(isa)({x.data(), T, &w, r0, R, y.data(), R});
+  LinearKernel(isa, w, x.data(), T)({x.data(), T, &w, r0, R, y.data(), R});
   return y;
 }
 
@@ -126,13 +127,13 @@ TEST(LinearRows, AffineEveryIsaEqualsPortable) {
 }
 
 TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
-  // in = 4001 makes token blocks of 128 tokens (2 MB): 149 tokens end in a ragged block of 21 with a
-  // ragged tail; 71 rows cross the prefill loop's weight blocks (512 KB widened to f32: 30 rows
-  // here) with a ragged last block.
+  // On the AVX-512 path (prefill tiles of 6 tokens by 4 rows), in = 4001 makes token blocks of 126
+  // tokens (2 MB): 149 tokens end in a ragged block of 23 with a ragged tail; 71 rows cross the
+  // prefill loop's weight blocks (512 KB widened to f32: 32 rows here) with a ragged last block.
   const int64_t in = 4001, R = 71;
   expect_paths_equal(dense(normal(size_t(R * in), 5), R, in, DType::kBF16), 149, "bf16");
-  // 4-bit rows of 4096 weights, dequantized per block of 30 rows: 131 rows end in a ragged
-  // block; 140 tokens cross the 128-token blocks.
+  // 4-bit rows of 4096 weights, dequantized per block of 32 rows: 131 rows end in a ragged
+  // block; 140 tokens cross the 126-token blocks.
   const int64_t qin = 4096, qR = 131;
   expect_paths_equal(affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16), 140, "affine4");
 }

@@ -102,6 +102,7 @@ struct Vec {
 // 16 ymm registers: 2 tokens x 2 rows = 8 for accumulators, the rest for weights and inputs; a
 // decode row reads 4 weight rows at once, of a row-major weight or of a panel (panels.h).
 constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4, kPanelDecodeRows = 4;
+constexpr int kPrefillTokens = 2, kPrefillRows = 2;
 
 }  // namespace
 }  // namespace kvlm::cpu
@@ -204,7 +205,8 @@ void quantize_int8_row_avx2(const float* x, int group_size, int bits, Int8Acts& 
   quantize_int8_row_simd(x, group_size, bits, a, t);
 }
 
-void linear_rows_avx2(const LinearRows& job) { linear_rows_simd(job); }
+void linear_rows_avx2(const LinearRows& job, const PackedX& x) { linear_rows_simd(job, x); }
+int linear_token_group_avx2(int64_t T) { return token_group(T); }
 float dot_avx2(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
 void exp_shifted_avx2(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
 void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }

@@ -88,6 +88,7 @@ struct Vec {
 // weight rows at once, 8 streams in flight (16 rows of a row-major weight measure 14% slower, and
 // 16 4-bit tables spill), or a whole panel (panels.h) of 16 rows: one stream.
 constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8, kPanelDecodeRows = 16;
+constexpr int kPrefillTokens = 6, kPrefillRows = 4;
 
 }  // namespace
 }  // namespace kvlm::cpu
@@ -155,7 +156,8 @@ void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts
   quantize_int8_row_simd(x, group_size, bits, a, t);
 }
 
-void linear_rows_avx512(const LinearRows& job) { linear_rows_simd(job); }
+void linear_rows_avx512(const LinearRows& job, const PackedX& x) { linear_rows_simd(job, x); }
+int linear_token_group_avx512(int64_t T) { return token_group(T); }
 float dot_avx512(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
 void exp_shifted_avx512(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
 void silu_mul_avx512(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }

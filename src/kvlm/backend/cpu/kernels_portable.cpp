@@ -22,7 +22,7 @@ float dot_portable(const float* a, const float* b, int64_t n) {
   return fold_lanes(acc);
 }
 
-void linear_rows_portable(const LinearRows& job) {
+void linear_rows_portable(const LinearRows& job, const PackedX&) {
   const int64_t in = job.w->in_features;
   std::vector<float> buf(static_cast<size_t>(in));
   for (int64_t r = 0; r < job.R; ++r) {
@@ -60,13 +60,13 @@ DotFn dot_kernel(Isa isa) {
   return dot_portable;
 }
 
-LinearRowsFn linear_rows_kernel(Isa isa) {
+LinearRowsKernel linear_rows_kernel(Isa isa) {
   switch (isa) {
-    case Isa::kAvx512: return linear_rows_avx512;
-    case Isa::kAvx2: return linear_rows_avx2;
+    case Isa::kAvx512: return {linear_rows_avx512, linear_token_group_avx512};
+    case Isa::kAvx2: return {linear_rows_avx2, linear_token_group_avx2};
     case Isa::kPortable: break;
   }
-  return linear_rows_portable;
+  return {linear_rows_portable, nullptr};
 }
 
 }  // namespace kvlm::cpu

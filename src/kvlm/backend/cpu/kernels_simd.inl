@@ -3,7 +3,8 @@
 //   KVLM_TARGET   the target attribute every function here carries, and
 //   struct Vec    16 f32 lanes: zero, set1, iota16, load, store, widen_bf16, widen_f16, lut4,
 //                 codes8, codes_i32, affine, fma, add, sub, mul, div, neg, exp, fold,
-//   kTileTokens, kTileRows, kDecodeRows   the register tile of the linear kernel.
+//   kTileTokens, kTileRows, kDecodeRows   the register tiles of the linear kernel (batches, decode),
+//   kPrefillTokens, kPrefillRows          and of prefill.
 // Each output is one 16-lane accumulator: fma in lane order over blocks of 16, a zero-padded last
 // block, then Vec::fold, which is exactly dot_portable's order.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "kvlm/backend/cpu/dot.h"
 #include "kvlm/backend/cpu/linear_rows.h"
 #include "kvlm/backend/cpu/panels.h"
+#include "kvlm/base/error.h"
 #include "kvlm/base/half.h"
 #include "kvlm/quant/affine.h"
 
@@ -212,12 +214,25 @@ struct AffineRows {
   }
 };
 
-// Token rows of x in the order the tiles read them: tokens in groups of G (1 for decode,
-// kTileTokens otherwise), a group storing block 0 (elements 0-15) of each of its tokens, then
-// block 1 of each, and so on; the last block is zero-padded, and so are the missing tokens of the
-// last group. A tile then reads all its tokens' inputs at fixed offsets from one pointer, where a
-// pointer per token row (8 of them) spilled the general registers, and its last partial block
-// needs no padded copy. Element i of a group's token u lies at i * G + u * 16 (i a block start).
+// How a call of T tokens runs: one token streams the weights (decode); a small batch streams them
+// too, each weight tile serving every token tile of kTileTokens; prefill blocks weights and tokens
+// for the caches, in tiles of kPrefillTokens by kPrefillRows.
+enum class Phase { kDecode, kBatch, kPrefill };
+constexpr Phase phase(int64_t T) {
+  return T == 1 ? Phase::kDecode : T <= 2 * kTileTokens ? Phase::kBatch : Phase::kPrefill;
+}
+constexpr int token_group(int64_t T) {
+  switch (phase(T)) {
+    case Phase::kDecode: return 1;
+    case Phase::kBatch: return kTileTokens;
+    case Phase::kPrefill: break;
+  }
+  return kPrefillTokens;
+}
+
+// A PackedX (linear_rows.h) of groups of G tokens: a tile reads all its tokens' inputs at fixed
+// offsets from one pointer, where a pointer per token row (8 of them) spilled the general
+// registers, and its last partial block needs no padded copy.
 template <int G>
 struct PackedTokens {
   const float* base;
@@ -225,18 +240,13 @@ struct PackedTokens {
   const float* from(int64_t t) const { return base + t / G * group + t % G * kDotLanes; }
 };
 
-// x [T, in] into `out` in PackedTokens<G> order.
 template <int G>
-KVLM_TARGET PackedTokens<G> pack_tokens(const float* x, int64_t T, int64_t in,
-                                        std::vector<float>& out) {
-  const int64_t group = (in + kDotLanes - 1) / kDotLanes * G * kDotLanes;
-  out.assign(size_t((T + G - 1) / G * group), 0.0f);
-  for (int64_t t = 0; t < T; ++t) {
-    float* dst = out.data() + t / G * group + t % G * kDotLanes;
-    for (int64_t i = 0; i < in; i += kDotLanes)
-      std::copy(x + t * in + i, x + t * in + std::min(in, i + kDotLanes), dst + i * G);
-  }
-  return {out.data(), group};
+PackedTokens<G> packed_tokens(const PackedX& x) {
+  check(x.tokens == G, [&] {
+    return "linear: inputs packed in groups of " + std::to_string(x.tokens) + " tokens, the kernel reads " +
+           std::to_string(G);
+  });
+  return {x.data.get(), x.group};
 }
 
 // y[t * ldy + j] for NT tokens and weight rows r .. r+NR-1; x is the first token's block 0 in
@@ -302,16 +312,16 @@ KVLM_TARGET void tile_rows(const float* x, int64_t in, const Rows& rows, int64_t
   for (; r < r1; ++r) tile<G, NT, 1>(x, in, rows, r, y + r, ldy, false);
 }
 
-// Tokens t0 .. t1-1 against weight rows r0 .. r1-1: tiles of NT tokens, the remainder in halving
-// tiles (NT/2, ..., 1).
-template <int NT, int G, class Rows>
+// Tokens t0 .. t1-1 against weight rows r0 .. r1-1: tiles of NT tokens by NR rows, the remaining
+// tokens in halving tiles (NT/2, ..., 1).
+template <int NT, int NR, int G, class Rows>
 KVLM_TARGET void tile_tokens(const PackedTokens<G>& x, int64_t t0, int64_t t1, int64_t in,
                              const Rows& rows, int64_t r0, int64_t r1, float* y, int64_t ldy) {
   int64_t t = t0;
   for (; t + NT <= t1; t += NT)
-    tile_rows<G, NT, kTileRows>(x.from(t), in, rows, r0, r1, y + t * ldy, ldy);
+    tile_rows<G, NT, NR>(x.from(t), in, rows, r0, r1, y + t * ldy, ldy);
   if constexpr (NT > 1)
-    if (t < t1) tile_tokens<NT / 2>(x, t, t1, in, rows, r0, r1, y, ldy);
+    if (t < t1) tile_tokens<NT / 2, NR>(x, t, t1, in, rows, r0, r1, y, ldy);
 }
 
 // Every token of x against the NR weight rows from r: token tiles of NT, then halving tiles. The
@@ -372,39 +382,39 @@ constexpr int64_t kTokenBlockBytes = 2 * 1024 * 1024;
 constexpr int64_t kWeightBlockBytes = 512 * 1024;
 
 template <class Rows>
-KVLM_TARGET void run(const LinearRows& job, const Rows& rows) {
+KVLM_TARGET void run(const LinearRows& job, const PackedX& px, const Rows& rows) {
   const int64_t in = job.w->in_features;
-  thread_local std::vector<float> packed;
-  if (job.T == 1)
-    return stream_rows<1, kDecodeRows>(pack_tokens<1>(job.x, 1, in, packed), 1, in, rows, job.R,
-                                       job.y, job.ldy);
-  if (job.T <= 2 * kTileTokens)
-    return stream_rows<kTileTokens, kTileRows>(pack_tokens<kTileTokens>(job.x, job.T, in, packed),
-                                               job.T, in, rows, job.R, job.y, job.ldy);
-  const int64_t token_block =
-      std::max<int64_t>(kTileTokens, kTokenBlockBytes / (in * 4) / kTileTokens * kTileTokens);
-  const int64_t row_block = std::max<int64_t>(kTileRows, kWeightBlockBytes / (in * 4) / kTileRows * kTileRows);
+  switch (phase(job.T)) {
+    case Phase::kDecode:
+      return stream_rows<1, kDecodeRows>(packed_tokens<1>(px), 1, in, rows, job.R, job.y, job.ldy);
+    case Phase::kBatch:
+      return stream_rows<kTileTokens, kTileRows>(packed_tokens<kTileTokens>(px), job.T, in, rows,
+                                                 job.R, job.y, job.ldy);
+    case Phase::kPrefill: break;
+  }
+  constexpr int NT = kPrefillTokens, NR = kPrefillRows;
+  const PackedTokens<NT> x = packed_tokens<NT>(px);
+  const int64_t token_block = std::max<int64_t>(NT, kTokenBlockBytes / (in * 4) / NT * NT);
+  const int64_t row_block = std::max<int64_t>(NR, kWeightBlockBytes / (in * 4) / NR * NR);
   constexpr bool kWiden = Rows::kDequantizeBlocks;
   thread_local std::vector<float> widened;
   if (kWiden) widened.resize(size_t(row_block * in));
   for (int64_t t = 0; t < job.T; t += token_block) {
-    const int64_t nt = std::min(token_block, job.T - t);
-    const auto x = pack_tokens<kTileTokens>(job.x + t * in, nt, in, packed);
-    float* y = job.y + t * job.ldy;
+    const int64_t t1 = std::min(t + token_block, job.T);
     for (int64_t r = 0; r < job.R; r += row_block) {
       const int64_t r1 = std::min(r + row_block, job.R);
       if constexpr (kWiden) {
         for (int64_t j = r; j < r1; ++j) widen_row(rows, j, in, widened.data() + (j - r) * in);
-        tile_tokens<kTileTokens>(x, 0, nt, in, F32Rows{{widened.data(), in}}, 0, r1 - r, y + r, job.ldy);
+        tile_tokens<NT, NR>(x, t, t1, in, F32Rows{{widened.data(), in}}, 0, r1 - r, job.y + r, job.ldy);
       } else {
-        tile_tokens<kTileTokens>(x, 0, nt, in, rows, r, r1, y, job.ldy);
+        tile_tokens<NT, NR>(x, t, t1, in, rows, r, r1, job.y, job.ldy);
       }
     }
   }
 }
 
 template <int kBits>
-KVLM_TARGET void run_affine(const LinearRows& job) {
+KVLM_TARGET void run_affine(const LinearRows& job, const PackedX& x) {
   const ops::Weight& w = *job.w;
   const int64_t groups = w.in_features / w.quant->group_size;
   // This job's scales and biases widened once (the model dtype is usually bf16).
@@ -416,15 +426,14 @@ KVLM_TARGET void run_affine(const LinearRows& job) {
   const AffineRows<kBits> rows{w.weight.data<uint32_t>() + job.r0 * words, words, sb.data(),
                                sb.data() + job.R * groups, groups, w.quant->group_size,
                                w.quant->bits};
-  run(job, rows);
+  run(job, x, rows);
 }
 
 // Decode against panel order: the job's rows one panel view at a time.
 template <class T, class Widen>
-KVLM_TARGET void decode_panel_views(const LinearRows& job, const T* w) {
+KVLM_TARGET void decode_panel_views(const LinearRows& job, const PackedX& px, const T* w) {
   const int64_t in = job.w->in_features, rows = job.w->out_features;
-  thread_local std::vector<float> packed;
-  const auto x = pack_tokens<1>(job.x, 1, in, packed);
+  const PackedTokens<1> x = packed_tokens<1>(px);
   for (int64_t r = job.r0, end = job.r0 + job.R; r < end;) {
     const int64_t next = std::min(end, (r / kPanelRows + 1) * kPanelRows);
     const PanelRow p = panel_row(r, rows, in);
@@ -437,7 +446,7 @@ KVLM_TARGET void decode_panel_views(const LinearRows& job, const T* w) {
 // Batches and prefill against panel order: the job's rows in the weight's full panels, then in its
 // last, shorter panel, each as one span whose tiles run on across panels.
 template <class T, class Widen>
-KVLM_TARGET void run_panel_spans(const LinearRows& job, const T* w) {
+KVLM_TARGET void run_panel_spans(const LinearRows& job, const PackedX& x, const T* w) {
   const int64_t in = job.w->in_features, rows = job.w->out_features;
   const int64_t full = rows / kPanelRows * kPanelRows, end = job.r0 + job.R;
   for (int64_t r = job.r0; r < end;) {
@@ -445,33 +454,33 @@ KVLM_TARGET void run_panel_spans(const LinearRows& job, const T* w) {
     const PanelRow p = panel_row(r, rows, in);
     LinearRows part = job;
     part.r0 = r, part.R = next - r, part.y = job.y + (r - job.r0);
-    run(part, PanelSpan<T, Widen>{w + r / kPanelRows * kPanelRows * in, p.step, kPanelRows * in,
+    run(part, x, PanelSpan<T, Widen>{w + r / kPanelRows * kPanelRows * in, p.step, kPanelRows * in,
                                   r % kPanelRows});
     r = next;
   }
 }
 
 template <class T, class Widen>
-KVLM_TARGET void run_dense(const LinearRows& job, const T* w) {
+KVLM_TARGET void run_dense(const LinearRows& job, const PackedX& x, const T* w) {
   if (job.w->panels) {
-    if (job.T == 1) return decode_panel_views<T, Widen>(job, w);
-    return run_panel_spans<T, Widen>(job, w);
+    if (job.T == 1) return decode_panel_views<T, Widen>(job, x, w);
+    return run_panel_spans<T, Widen>(job, x, w);
   }
   const int64_t in = job.w->in_features;
-  run(job, DenseRows<T, Widen>{{w + job.r0 * in, in}});
+  run(job, x, DenseRows<T, Widen>{{w + job.r0 * in, in}});
 }
 
-KVLM_TARGET void linear_rows_simd(const LinearRows& job) {
+KVLM_TARGET void linear_rows_simd(const LinearRows& job, const PackedX& x) {
   const ops::Weight& w = *job.w;
   if (w.quant) {
-    if (w.quant->bits == 4) return run_affine<4>(job);
-    if (w.quant->bits == 8) return run_affine<8>(job);
-    return run_affine<0>(job);
+    if (w.quant->bits == 4) return run_affine<4>(job, x);
+    if (w.quant->bits == 8) return run_affine<8>(job, x);
+    return run_affine<0>(job, x);
   }
   switch (w.weight.dtype()) {
-    case DType::kBF16: return run_dense<uint16_t, WidenBF16>(job, w.weight.data<uint16_t>());
-    case DType::kF16: return run_dense<uint16_t, WidenF16>(job, w.weight.data<uint16_t>());
-    default: return run_dense<float, WidenF32>(job, w.weight.data<float>());
+    case DType::kBF16: return run_dense<uint16_t, WidenBF16>(job, x, w.weight.data<uint16_t>());
+    case DType::kF16: return run_dense<uint16_t, WidenF16>(job, x, w.weight.data<uint16_t>());
+    default: return run_dense<float, WidenF32>(job, x, w.weight.data<float>());
   }
 }
 

@@ -144,6 +144,14 @@ LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_
                            std::span<const LinearKernel> same_input) {
   if (!uses_int8(w)) {
     exact_ = linear_rows_kernel(isa);
+    if (!exact_.token_group) return;
+    const int tokens = exact_.token_group(T);
+    for (const LinearKernel& k : same_input)
+      if (k.packed_ && k.packed_->tokens == tokens) {
+        packed_ = k.packed_;
+        return;
+      }
+    packed_ = std::make_shared<const PackedX>(pack_x(x, T, w.in_features, tokens));
     return;
   }
   int8_ = int8_kernels(isa).linear;
@@ -158,8 +166,9 @@ LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_
 }
 
 void LinearKernel::operator()(const LinearRows& job) const {
+  static const PackedX kUnpacked;  // the portable kernel reads job.x
   if (int8_) int8_(job, *acts_);
-  else exact_(job);
+  else exact_.run(job, packed_ ? *packed_ : kUnpacked);
 }
 
 }  // namespace kvlm::cpu

@@ -146,10 +146,11 @@ Int8Kernels int8_kernels(Isa isa);
 // parallel.
 Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int group_size, int bits);
 
-// The kernel ops::linear runs for one call: the exact kernel, or for a weight that uses_int8 the
-// int8 kernel with x quantized here, once, before the output rows are split among threads.
-// `same_input` are kernels already built for the same x (linear_many's other weights): int8
-// activations quantized for the same group size and code width are shared, not recomputed.
+// The kernel ops::linear runs for one call: the exact kernel with x packed for its tiles, or for a
+// weight that uses_int8 the int8 kernel with x quantized, either done here, once, before the output
+// rows are split among threads. `same_input` are kernels already built for the same x
+// (linear_many's other weights): packed x, and int8 activations quantized for the same group size
+// and code width, are shared, not recomputed.
 class LinearKernel {
  public:
   LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T,
@@ -157,7 +158,8 @@ class LinearKernel {
   void operator()(const LinearRows& job) const;
 
  private:
-  LinearRowsFn exact_ = nullptr;
+  LinearRowsKernel exact_ = {};
+  std::shared_ptr<const PackedX> packed_;
   LinearInt8Fn int8_ = nullptr;
   int group_size_ = 0, bits_ = 0;
   std::shared_ptr<const Int8Acts> acts_;

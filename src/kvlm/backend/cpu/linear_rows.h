@@ -4,6 +4,7 @@
 // order of dot.h, with the weight row exactly as cpu::weight_row widens or dequantizes it, so the
 // ISA paths are bit-identical to linear_rows_portable and tiling never changes a result.
 #include <cstdint>
+#include <memory>
 
 #include "kvlm/backend/cpu/isa.h"
 #include "kvlm/backend/ops.h"
@@ -19,11 +20,33 @@ struct LinearRows {
   int64_t ldy = 0;
 };
 
-void linear_rows_portable(const LinearRows& job);
-void linear_rows_avx2(const LinearRows& job);
-void linear_rows_avx512(const LinearRows& job);
+// x [T, in] in the order the SIMD tiles read it: tokens in groups of `tokens`, a group holding
+// elements 0-15 of each of its tokens, then elements 16-31 of each, and so on (element i of the
+// group's token u at i * tokens + u * 16, i a multiple of 16), every row zero-padded to whole
+// blocks of 16 and the last group to whole tokens. A tile then reads all its tokens' inputs at fixed
+// offsets from one pointer. LinearKernel packs x once per call, before the output rows are split
+// among threads: packed inside each thread's pieces of rows instead, a 512-token prefill repacked
+// its inputs for every piece (up to 6 per thread; 0.5 ms each for the 4864-wide down projection).
+struct PackedX {
+  std::unique_ptr<float[]> data;
+  int64_t group = 0;  // floats per group
+  int tokens = 0;
+};
 
-using LinearRowsFn = void (*)(const LinearRows& job);
-LinearRowsFn linear_rows_kernel(Isa isa);
+// Packs x [T, in] in groups of `tokens`, the groups in parallel.
+PackedX pack_x(const float* x, int64_t T, int64_t in, int tokens);
+
+// The portable path reads job.x and ignores `x`; the SIMD paths read only `x`.
+void linear_rows_portable(const LinearRows& job, const PackedX& x);
+void linear_rows_avx2(const LinearRows& job, const PackedX& x);
+void linear_rows_avx512(const LinearRows& job, const PackedX& x);
+int linear_token_group_avx2(int64_t T);
+int linear_token_group_avx512(int64_t T);
+
+struct LinearRowsKernel {
+  void (*run)(const LinearRows& job, const PackedX& x);
+  int (*token_group)(int64_t T);  // the `tokens` of the PackedX that run reads; null: none
+};
+LinearRowsKernel linear_rows_kernel(Isa isa);
 
 }  // namespace kvlm::cpu
