@@ -154,6 +154,52 @@ TEST(GatedActivation, SiluAndGeluTanh) {
   EXPECT_EQ(gelu[1], 0.0f);
 }
 
+TEST(GatedLinear, GivesTheBitsOfTwoLinearsAndTheActivation) {
+  // 100 outputs (not whole 16-row blocks), 33 inputs (a ragged last block), with biases; 600 tokens
+  // make pieces of 48 rows, so a thread's rows take several. Dense bf16 and panel-order weights,
+  // 1 and 3 threads, both activations.
+  const int64_t n = 100, in = 33;
+  const Weight gate = dense_weight(to_bf16(random_values(size_t(n * in), 1), {n, in}),
+                                   to_bf16(random_values(size_t(n), 2), {n}));
+  const Weight up = dense_weight(to_bf16(random_values(size_t(n * in), 3), {n, in}));
+  const int64_t in32 = 64;
+  const Weight gate32 = panel_weight(dense_weight(to_bf16(random_values(size_t(n * in32), 4), {n, in32})));
+  const Weight up32 = panel_weight(dense_weight(to_bf16(random_values(size_t(n * in32), 5), {n, in32})));
+  ASSERT_TRUE(gate32.panels);
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    set_thread_pool(&pool);
+    for (int64_t T : {1, 8, 37, 600})
+      for (GateActivation act : {GateActivation::kSiLU, GateActivation::kGeluTanh})
+        for (const auto& [g, u] : {std::pair{&gate, &up}, std::pair{&gate32, &up32}}) {
+          const Tensor x = Tensor::from_f32(random_values(size_t(T * g->in_features), unsigned(T)),
+                                            {T, g->in_features});
+          EXPECT_TRUE(same_bits(gated_linear(x, *g, *u, act),
+                                gated_activation(linear(x, *g), linear(x, *u), act)))
+              << "threads " << threads << " T " << T << " in " << g->in_features;
+        }
+    set_thread_pool(nullptr);
+  }
+}
+
+TEST(GatedLinear, RejectsMismatchedProjections) {
+  const Weight gate = dense_weight(Tensor::from_f32(random_values(6, 1), {3, 2}));
+  const Weight up = dense_weight(Tensor::from_f32(random_values(8, 2), {4, 2}));
+  const Tensor x = Tensor::from_f32({1, 2}, {1, 2});
+  try {
+    gated_linear(x, gate, up, GateActivation::kSiLU);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "gated_linear: gate has 3 outputs, up 4");
+  }
+  try {
+    gated_linear(Tensor::from_f32({1, 2, 3}, {1, 3}), gate, gate, GateActivation::kSiLU);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "linear: input f32[1, 3] cpu does not match a weight with 2 inputs");
+  }
+}
+
 TEST(Softmax, RowsSumToOne) {
   const std::vector<float> s = values(softmax(Tensor::from_f32({0, std::log(3.0f), 5, 5}, {2, 2})));
   EXPECT_FLOAT_EQ(s[0], 0.25f);

@@ -80,6 +80,13 @@ Tensor linear(const Tensor& x, const Weight& w);
 // same input; in decode a round per projection would wait for the slowest thread each time).
 std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws);
 
+enum class GateActivation { kSiLU, kGeluTanh };
+// act(x · gateᵀ) * (x · upᵀ), with exactly the bits of gated_activation(linear(x, gate),
+// linear(x, up), act), in one pool round: each thread applies the activation to the rows it has
+// just computed, while they are in its cache, instead of writing both projections out and reading
+// them back in a separate pass (at 512 tokens of the 0.5B shape, 2 x 10 MB per layer).
+Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act);
+
 enum class NormWeight { kPlain, kOnePlus };  // w·x̂ (llama) or (1+w)·x̂ (gemma)
 
 // RMSNorm over the last dimension of x [rows, n]: x / sqrt(mean(x²) + eps) · w. Returns a new
@@ -87,7 +94,6 @@ enum class NormWeight { kPlain, kOnePlus };  // w·x̂ (llama) or (1+w)·x̂ (ge
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps,
                 NormWeight kind = NormWeight::kPlain);
 
-enum class GateActivation { kSiLU, kGeluTanh };
 // act(gate) * up, elementwise over [T, n] f32.
 Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act);
 

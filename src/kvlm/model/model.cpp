@@ -187,9 +187,7 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
 }
 
 Tensor Model::Impl::mlp_block(const LayerWeights& lw, const Tensor& x) const {
-  const ops::Weight* gate_up_weights[] = {&lw.gate, &lw.up};
-  const std::vector<Tensor> gate_up = ops::linear_many(x, gate_up_weights);
-  return ops::linear(ops::gated_activation(gate_up[0], gate_up[1], cfg.mlp_activation), lw.down);
+  return ops::linear(ops::gated_linear(x, lw.gate, lw.up, cfg.mlp_activation), lw.down);
 }
 
 Tensor Model::forward(const Batch& b) {

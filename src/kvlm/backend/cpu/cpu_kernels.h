@@ -26,4 +26,7 @@ void narrow(const float* src, int64_t n, DType dt, void* dst);
 // (in_features floats) filled by widening or MLX affine dequantization.
 const float* weight_row(const ops::Weight& w, int64_t row, float* buf);
 
+// o[i] = act(g[i]) * u[i] for n elements (ops::gated_activation and ops::gated_linear).
+void gate_multiply(const float* g, const float* u, float* o, int64_t n, ops::GateActivation act);
+
 }  // namespace kvlm::cpu

@@ -60,15 +60,9 @@ Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act
   const float* g = gate.data<float>();
   const float* u = up.data<float>();
   float* o = out.data<float>();
-  const float k = std::sqrt(2.0f / std::numbers::pi_v<float>);
   // Elementwise, so any split gives the same bits; exp and tanh dominate the MLP outside matmuls.
   thread_pool().parallel_for(size_t(gate.numel()), kElementGrain, [&](size_t b, size_t e) {
-    if (act == GateActivation::kSiLU) return cpu::vector_math().silu_mul(g + b, u + b, o + b, int64_t(e - b));
-    // tanh approximation of GELU ("gelu_pytorch_tanh").
-    for (size_t i = b; i < e; ++i) {
-      const float x = g[i];
-      o[i] = (0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)))) * u[i];
-    }
+    cpu::gate_multiply(g + b, u + b, o + b, int64_t(e - b), act);
   });
   return out;
 }
@@ -123,3 +117,17 @@ Tensor softmax(const Tensor& x) {
 }
 
 }  // namespace kvlm::ops
+
+namespace kvlm::cpu {
+
+void gate_multiply(const float* g, const float* u, float* o, int64_t n, ops::GateActivation act) {
+  if (act == ops::GateActivation::kSiLU) return vector_math().silu_mul(g, u, o, n);
+  // tanh approximation of GELU ("gelu_pytorch_tanh").
+  const float k = std::sqrt(2.0f / std::numbers::pi_v<float>);
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    o[i] = (0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)))) * u[i];
+  }
+}
+
+}  // namespace kvlm::cpu

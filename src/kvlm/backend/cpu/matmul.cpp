@@ -15,6 +15,8 @@ namespace {
 
 // Threads split the output features in multiples of this (never the reduction).
 constexpr int64_t kRowBlock = 16;
+// gated_linear's pieces: 32K floats (128 KB) per projection, 64 rows at 512 tokens.
+constexpr int64_t kGatePieceFloats = 32 * 1024;
 
 void check_weight(const Weight& w, const char* op) {
   cpu::check_cpu_contiguous(w.weight, op, "weight");
@@ -25,17 +27,26 @@ void check_weight(const Weight& w, const char* op) {
   if (w.has_bias()) cpu::check_cpu_contiguous(w.bias, op, "bias");
 }
 
-// Output features lo .. hi-1 of y = x · Wᵀ (+ bias) for every token row.
+// Output features lo .. hi-1 of x · Wᵀ (+ bias) for every token row t, at y[t * ldy + r - lo].
 void linear_rows(const cpu::LinearKernel& kernel, const Tensor& x, const Weight& w, int64_t lo,
-                 int64_t hi, Tensor& y) {
-  const int64_t T = x.dim(0), out_f = w.out_features;
-  float* yp = y.data<float>();
-  kernel({x.data<float>(), T, &w, lo, hi - lo, yp + lo, out_f});
+                 int64_t hi, float* y, int64_t ldy) {
+  const int64_t T = x.dim(0);
+  kernel({x.data<float>(), T, &w, lo, hi - lo, y, ldy});
   if (!w.has_bias()) return;
   std::vector<float> bias(size_t(hi - lo));
   cpu::widen(w.bias, lo, hi - lo, bias.data());
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t r = lo; r < hi; ++r) yp[t * out_f + r] += bias[size_t(r - lo)];
+    for (int64_t r = 0; r < hi - lo; ++r) y[t * ldy + r] += bias[size_t(r)];
+}
+
+// The weights were checked when they were made (dense_weight, affine_weight): a decode step runs
+// ~100 linears, and reading every tensor's shape again costs microseconds each, cold in cache
+// after a step's weights streamed through it.
+void check_input(const Tensor& x, const Weight& w) {
+  check(x.dim(1) == w.in_features, [&] {
+    return "linear: input " + x.describe() + " does not match a weight with " +
+           std::to_string(w.in_features) + " inputs";
+  });
 }
 
 }  // namespace
@@ -99,13 +110,8 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
   const int64_t T = x.dim(0);
   std::vector<Tensor> outs;
   std::vector<int64_t> first_row = {0};  // weight i owns rows first_row[i] .. first_row[i+1]-1
-  // The weights were checked when they were made (dense_weight, affine_weight): a decode step
-  // runs ~100 linears, and reading every tensor's shape again costs microseconds each, cold in
-  // cache after a step's weights streamed through it.
   for (const Weight* w : ws) {
-    check(x.dim(1) == w->in_features, [&] { return "linear: input " + x.describe() +
-                                          " does not match a weight with " +
-                                          std::to_string(w->in_features) + " inputs"; });
+    check_input(x, *w);
     outs.push_back(Tensor::empty({T, w->out_features}, DType::kF32));
     first_row.push_back(first_row.back() + w->out_features);
   }
@@ -121,7 +127,8 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
     for (size_t i = 0; i < ws.size(); ++i) {
       const int64_t lo = std::max<int64_t>(int64_t(b), first_row[i]) - first_row[i];
       const int64_t hi = std::min<int64_t>(int64_t(e), first_row[i + 1]) - first_row[i];
-      if (lo < hi) linear_rows(kernels[i], x, *ws[i], lo, hi, outs[i]);
+      if (lo < hi)
+        linear_rows(kernels[i], x, *ws[i], lo, hi, outs[i].data<float>() + lo, ws[i]->out_features);
     }
   });
   return outs;
@@ -130,6 +137,36 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
 Tensor linear(const Tensor& x, const Weight& w) {
   const Weight* one[] = {&w};
   return std::move(linear_many(x, one)[0]);
+}
+
+Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act) {
+  const ProfileScope profile(OpKind::kLinear);
+  cpu::check_f32(x, 2, "gated_linear", "input");
+  check_input(x, gate);
+  check_input(x, up);
+  check(gate.out_features == up.out_features, [&] {
+    return "gated_linear: gate has " + std::to_string(gate.out_features) + " outputs, up " +
+           std::to_string(up.out_features);
+  });
+  const int64_t T = x.dim(0), n = gate.out_features;
+  Tensor out = Tensor::empty({T, n}, DType::kF32);
+  const cpu::LinearKernel gate_kernel(cpu::cpu_isa(), gate, x.data<float>(), T);
+  const cpu::LinearKernel up_kernel(cpu::cpu_isa(), up, x.data<float>(), T, {&gate_kernel, 1});
+  // A thread's rows in pieces whose two projections (T x piece floats each) stay in L2.
+  const int64_t piece = std::max<int64_t>(kRowBlock, kGatePieceFloats / T / kRowBlock * kRowBlock);
+  thread_pool().parallel_for(size_t(n), size_t(kRowBlock), [&](size_t b, size_t e) {
+    thread_local std::vector<float> g, u;
+    for (int64_t lo = int64_t(b); lo < int64_t(e); lo += piece) {
+      const int64_t hi = std::min(int64_t(e), lo + piece), m = hi - lo;
+      g.resize(size_t(T * m));
+      u.resize(size_t(T * m));
+      linear_rows(gate_kernel, x, gate, lo, hi, g.data(), m);
+      linear_rows(up_kernel, x, up, lo, hi, u.data(), m);
+      for (int64_t t = 0; t < T; ++t)
+        cpu::gate_multiply(g.data() + t * m, u.data() + t * m, out.data<float>() + t * n + lo, m, act);
+    }
+  });
+  return out;
 }
 
 Tensor gather_rows(const Tensor& x, std::span<const int32_t> rows) {
