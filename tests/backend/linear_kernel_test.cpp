@@ -138,6 +138,25 @@ TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
   expect_paths_equal(affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16), 140, "affine4");
 }
 
+TEST(LinearRows, BatchesCrossStreamBlocks) {
+  // 100 rows cross the batch loop's blocks of 48 rows with a ragged last one; 13 and 16 tokens make
+  // a second token tile that reads each block after the first; 5 tokens only halving tiles.
+  const int64_t R = 100;
+  for (int64_t in : {40, 64}) {
+    const TestWeight tw = dense(normal(size_t(R * in), uint32_t(in)), R, in, DType::kBF16);
+    for (int64_t T : {1, 5, 8, 13, 16}) {
+      expect_paths_equal(tw, T, "bf16");
+      const ops::Weight panels = ops::panel_weight(tw.w);
+      if (panels.panels) {
+        const auto x = normal(size_t(T * in), uint32_t(T));
+        for (Isa isa : simd_paths())
+          EXPECT_TRUE(same_bits(run(Isa::kPortable, x, T, tw.w, 0, R), run(isa, x, T, panels, 0, R)))
+              << isa_name(isa) << " panels T=" << T;
+      }
+    }
+  }
+}
+
 TEST(LinearRows, PanelOrderGivesTheRowMajorBits) {
   // 37 rows end in a panel of 5; row ranges from 0, 1 and 11 start inside panels. Widths of one
   // panel block, three, and thirteen.

@@ -337,14 +337,25 @@ KVLM_TARGET void tokens_on_rows(const PackedTokens<G>& x, int64_t t0, int64_t T,
 }
 
 // Decode and small batches do little arithmetic per weight read: the weights stream from memory
-// (prefetched ahead), and each tile of NR rows serves every token tile before the next rows are
-// read, so a batch of two tiles still reads the weights from memory once.
+// (prefetched ahead) and are read from memory once. One token tile passes each tile of NR rows in
+// turn. With more tokens (up to 2 tiles), the first token tile streams a block of kStreamBlock
+// rows and the other tiles then find those rows in L2: passing every token tile over each row
+// tile instead alternated the tiles' inputs in L1, 2 x 28 KB at 896 wide (single layers of the
+// 0.5B shape at 16 tokens, 2 threads: gate/up 238-240 -> 267-300 GFLOP/s, q/k/v and o +10-20%).
+constexpr int64_t kStreamBlock = 48;
+
 template <int NT, int NR, int G, class Rows>
 KVLM_TARGET void stream_rows(const PackedTokens<G>& x, int64_t T, int64_t in, const Rows& rows,
                              int64_t R, float* y, int64_t ldy) {
-  int64_t r = 0;
-  for (; r + NR <= R; r += NR) tokens_on_rows<NT, NR>(x, 0, T, in, rows, r, y, ldy);
-  for (; r < R; ++r) tokens_on_rows<NT, 1>(x, 0, T, in, rows, r, y, ldy);
+  static_assert(kStreamBlock % NR == 0, "single-row tiles only at the end of the rows");
+  for (int64_t b = 0; b < R; b += kStreamBlock) {
+    const int64_t e = std::min(R, b + kStreamBlock);
+    const int64_t first = std::min<int64_t>(T, NT);
+    int64_t r = b;
+    for (; r + NR <= e; r += NR) tokens_on_rows<NT, NR>(x, 0, first, in, rows, r, y, ldy);
+    for (; r < e; ++r) tokens_on_rows<NT, 1>(x, 0, first, in, rows, r, y, ldy);
+    if (T > first) tile_tokens<NT, NR>(x, first, T, in, rows, b, e, y, ldy);
+  }
 }
 
 // Row r of `rows` as f32: exactly the values the tiles compute in registers.
