@@ -100,7 +100,8 @@ struct Vec {
 };
 
 // 16 ymm registers: 2 tokens x 2 rows = 8 for accumulators, the rest for weights and inputs; a
-// decode row reads 4 weight rows at once, of a row-major weight or of a panel (panels.h).
+// decode row reads 4 weight rows at once, of a row-major weight or of a panel (panels.h); prefill
+// uses the batch tile.
 constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4, kPanelDecodeRows = 4;
 constexpr int kPrefillTokens = 2, kPrefillRows = 2;
 

@@ -86,7 +86,10 @@ struct Vec {
 
 // 8 tokens x 3 rows = 24 accumulators of the 32 registers. A decode row (one token) reads 8
 // weight rows at once, 8 streams in flight (16 rows of a row-major weight measure 14% slower, and
-// 16 4-bit tables spill), or a whole panel (panels.h) of 16 rows: one stream.
+// 16 4-bit tables spill), or a whole panel (panels.h) of 16 rows: one stream. Prefill's tiles are
+// 6 tokens x 4 rows, also 24 accumulators: at 2048 wide 6 tokens' inputs are 48 KB where 8
+// tokens' were 64 KB (they come from L2 once they outgrow L1), and 4 rows divide a panel (single
+// core, 128 tokens: 8192x2048 146-149 -> 154-165 GFLOP/s, 3072x2048 149 -> 166-174).
 constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8, kPanelDecodeRows = 16;
 constexpr int kPrefillTokens = 6, kPrefillRows = 4;
 

@@ -214,9 +214,9 @@ struct AffineRows {
   }
 };
 
-// How a call of T tokens runs: one token streams the weights (decode); a small batch streams them
-// too, each weight tile serving every token tile of kTileTokens; prefill blocks weights and tokens
-// for the caches, in tiles of kPrefillTokens by kPrefillRows.
+// How a call of T tokens runs: one token streams the weights (decode); a small batch of up to two
+// token tiles of kTileTokens streams them too (stream_rows); prefill blocks weights and tokens for
+// the caches, in tiles of kPrefillTokens by kPrefillRows.
 enum class Phase { kDecode, kBatch, kPrefill };
 constexpr Phase phase(int64_t T) {
   return T == 1 ? Phase::kDecode : T <= 2 * kTileTokens ? Phase::kBatch : Phase::kPrefill;
