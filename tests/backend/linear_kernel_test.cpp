@@ -140,9 +140,10 @@ TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
 
 TEST(LinearRows, BatchesCrossStreamBlocks) {
   // 100 rows cross the batch loop's blocks of 48 rows with a ragged last one; 13 and 16 tokens make
-  // a second token tile that reads each block after the first; 5 tokens only halving tiles.
+  // a second token tile that reads each block after the first; 5 tokens only halving tiles. Inputs
+  // wider than 1024 take the wide batch tile on AVX-512 (4 tokens x 6 rows; 6 does not divide 100).
   const int64_t R = 100;
-  for (int64_t in : {40, 64}) {
+  for (int64_t in : {40, 64, 1041, 1056}) {
     const TestWeight tw = dense(normal(size_t(R * in), uint32_t(in)), R, in, DType::kBF16);
     for (int64_t T : {1, 5, 8, 13, 16}) {
       expect_paths_equal(tw, T, "bf16");

@@ -215,16 +215,20 @@ struct AffineRows {
 };
 
 // How a call of T tokens runs: one token streams the weights (decode); a small batch of up to two
-// token tiles of kTileTokens streams them too (stream_rows); prefill blocks weights and tokens for
+// token tiles of kTileTokens streams them too (stream_rows), in tiles of kWideBatchTokens by
+// kWideBatchRows against dense rows wider than kWideBatchIn; prefill blocks weights and tokens for
 // the caches, in tiles of kPrefillTokens by kPrefillRows.
-enum class Phase { kDecode, kBatch, kPrefill };
-constexpr Phase phase(int64_t T) {
-  return T == 1 ? Phase::kDecode : T <= 2 * kTileTokens ? Phase::kBatch : Phase::kPrefill;
+enum class Phase { kDecode, kBatch, kWideBatch, kPrefill };
+inline Phase phase(int64_t T, const ops::Weight& w) {
+  if (T == 1) return Phase::kDecode;
+  if (T > 2 * kTileTokens) return Phase::kPrefill;
+  return !w.quant && w.in_features > kWideBatchIn ? Phase::kWideBatch : Phase::kBatch;
 }
-constexpr int token_group(int64_t T) {
-  switch (phase(T)) {
+inline int token_group(int64_t T, const ops::Weight& w) {
+  switch (phase(T, w)) {
     case Phase::kDecode: return 1;
     case Phase::kBatch: return kTileTokens;
+    case Phase::kWideBatch: return kWideBatchTokens;
     case Phase::kPrefill: break;
   }
   return kPrefillTokens;
@@ -395,12 +399,18 @@ constexpr int64_t kWeightBlockBytes = 512 * 1024;
 template <class Rows>
 KVLM_TARGET void run(const LinearRows& job, const PackedX& px, const Rows& rows) {
   const int64_t in = job.w->in_features;
-  switch (phase(job.T)) {
+  switch (phase(job.T, *job.w)) {
     case Phase::kDecode:
       return stream_rows<1, kDecodeRows>(packed_tokens<1>(px), 1, in, rows, job.R, job.y, job.ldy);
     case Phase::kBatch:
       return stream_rows<kTileTokens, kTileRows>(packed_tokens<kTileTokens>(px), job.T, in, rows,
                                                  job.R, job.y, job.ldy);
+    case Phase::kWideBatch:
+      // Dense rows only (phase()): MLX affine rows keep the batch tile, whose 4-bit tables fit.
+      if constexpr (!Rows::kDequantizeBlocks)
+        return stream_rows<kWideBatchTokens, kWideBatchRows>(packed_tokens<kWideBatchTokens>(px),
+                                                             job.T, in, rows, job.R, job.y, job.ldy);
+      break;
     case Phase::kPrefill: break;
   }
   constexpr int NT = kPrefillTokens, NR = kPrefillRows;
