@@ -4,6 +4,7 @@
 //   struct Vec    16 f32 lanes: zero, set1, iota16, load, store, widen_bf16, widen_f16, lut4,
 //                 codes8, codes_i32, affine, fma, add, sub, mul, div, neg, exp, fold,
 //   kTileTokens, kTileRows, kDecodeRows   the register tiles of the linear kernel (batches, decode),
+//   kWideBatchTokens, kWideBatchRows      of batches against dense rows wider than kWideBatchIn,
 //   kPrefillTokens, kPrefillRows          and of prefill.
 // Each output is one 16-lane accumulator: fma in lane order over blocks of 16, a zero-padded last
 // block, then Vec::fold, which is exactly dot_portable's order.
@@ -352,9 +353,9 @@ template <int NT, int NR, int G, class Rows>
 KVLM_TARGET void stream_rows(const PackedTokens<G>& x, int64_t T, int64_t in, const Rows& rows,
                              int64_t R, float* y, int64_t ldy) {
   static_assert(kStreamBlock % NR == 0, "single-row tiles only at the end of the rows");
+  const int64_t first = std::min<int64_t>(T, NT);  // the streaming token tile's tokens
   for (int64_t b = 0; b < R; b += kStreamBlock) {
     const int64_t e = std::min(R, b + kStreamBlock);
-    const int64_t first = std::min<int64_t>(T, NT);
     int64_t r = b;
     for (; r + NR <= e; r += NR) tokens_on_rows<NT, NR>(x, 0, first, in, rows, r, y, ldy);
     for (; r < e; ++r) tokens_on_rows<NT, 1>(x, 0, first, in, rows, r, y, ldy);
@@ -475,8 +476,8 @@ KVLM_TARGET void run_panel_spans(const LinearRows& job, const PackedX& x, const 
     const PanelRow p = panel_row(r, rows, in);
     LinearRows part = job;
     part.r0 = r, part.R = next - r, part.y = job.y + (r - job.r0);
-    run(part, x, PanelSpan<T, Widen>{w + r / kPanelRows * kPanelRows * in, p.step, kPanelRows * in,
-                                  r % kPanelRows});
+    run(part, x, PanelSpan<T, Widen>{w + r / kPanelRows * kPanelRows * in, p.step,
+                                     kPanelRows * in, r % kPanelRows});
     r = next;
   }
 }
