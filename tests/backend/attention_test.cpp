@@ -151,6 +151,26 @@ TEST(Attention, EveryCodecEqualsDecodeThenReference) {
   }
 }
 
+// attention_chunk finds a chunk's rows with KVRows::addresses, page by page: every position's
+// address must be key(pos) / value(pos), across pages of an odd size and a shuffled table.
+TEST(Attention, RowAddressesAreEachPositionsSlot) {
+  const PagedFixture f(kv_passthrough_spec(DType::kBF16), 40, 64, 3, 5);
+  for (int64_t head = 0; head < 3; ++head) {
+    const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
+                              f.codec.key_row_bytes(), f.codec.value_row_bytes(),
+                              f.table.data(), f.block_size, f.kv_heads, head};
+    for (int64_t begin : {0, 3, 5, 9}) {
+      const int64_t n = 40 - begin;
+      std::vector<const uint8_t*> keys(static_cast<size_t>(n)), values(static_cast<size_t>(n));
+      rows.addresses(begin, n, keys.data(), values.data());
+      for (int64_t j = 0; j < n; ++j) {
+        EXPECT_EQ(keys[size_t(j)], rows.key(begin + j)) << "head " << head << " position " << begin + j;
+        EXPECT_EQ(values[size_t(j)], rows.value(begin + j)) << "head " << head << " position " << begin + j;
+      }
+    }
+  }
+}
+
 TEST(Attention, AVX2RowOpsEqualPortableBitForBit) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no AVX2";

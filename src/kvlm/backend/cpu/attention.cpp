@@ -63,28 +63,32 @@ void portable_accumulate(float* acc, int group, int d, const float* w, size_t st
 constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
                                           portable_accumulate<false>, portable_accumulate<true>};
 
-// Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk. Rows are read
-// once and little work is done per byte, so the next block is prefetched (the hardware prefetcher
-// alone left the 2-byte codecs waiting on memory at long context).
-template <class RowAt>
-void block_rows(RowAt row_at, size_t bytes, int64_t first, int count, int64_t next_end, const uint8_t** row) {
+// Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk whose row
+// addresses are `at`. Rows are read once and little work is done per byte, so the next block is
+// prefetched (the hardware prefetcher alone left the 2-byte codecs waiting on memory at long
+// context).
+void block_rows(const uint8_t* const* at, size_t bytes, int64_t first, int count, int64_t next_end,
+                const uint8_t** row) {
   for (int r = 0; r < count; ++r) {
     const int64_t ahead = first + kKeyBlock + r;
     if (ahead < next_end)
-      for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(row_at(ahead) + at);
-    row[r] = row_at(first + r);
+      for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(at[ahead] + b);
+    row[r] = at[first + r];
   }
 }
 
 // Decodes the block's rows through `decode` into buf (kKeyBlock rows of d floats), pointing
 // row[r] at each; the unused pointers repeat row 0 so a SIMD kernel may read the whole block.
-template <class RowAt>
 void decode_block(const float* (*decode)(const KVCodec&, const uint8_t*, float*),
-                  const KVCodec& codec, RowAt row_at, size_t bytes, int64_t first, int count,
+                  const KVCodec& codec, const uint8_t* const* at, size_t bytes, int64_t first, int count,
                   int64_t next_end, float* buf, const float** row) {
   const uint8_t* raw[kKeyBlock];
-  block_rows(row_at, bytes, first, count, next_end, raw);
-  for (int r = 0; r < count; ++r) row[r] = decode(codec, raw[r], buf + size_t(r) * size_t(codec.head_dim()));
+  block_rows(at, bytes, first, count, next_end, raw);
+  // f32 rows (the exact cache) are read in place, without a call per row.
+  if (codec.spec().kind == KVCodecKind::kF32)
+    for (int r = 0; r < count; ++r) row[r] = reinterpret_cast<const float*>(raw[r]);
+  else
+    for (int r = 0; r < count; ++r) row[r] = decode(codec, raw[r], buf + size_t(r) * size_t(codec.head_dim()));
   for (int r = count; r < kKeyBlock; ++r) row[r] = row[0];
 }
 
@@ -144,8 +148,13 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   float* buf = scratch.data() + queries.size() * size_t(group) * ns;
   const auto scores = [&](size_t t) { return scratch.data() + t * size_t(group) * ns; };
   const float* row[kKeyBlock];
-  const auto key_at = [&](int64_t j) { return rows.key(begin + j); };
-  const auto value_at = [&](int64_t j) { return rows.value(begin + j); };
+  // The chunk's row addresses, found once: KVRows::slot divides by the page size, and every row
+  // was addressed three to five times.
+  thread_local std::vector<const uint8_t*> addresses;
+  addresses.resize(2 * size_t(n_max));
+  const uint8_t** key_at = addresses.data();
+  const uint8_t** value_at = key_at + n_max;
+  rows.addresses(begin, n_max, key_at, value_at);
   // Each decoded (or prepared) block serves every query that sees (part of) it.
   const bool key_codes = codes && codes->key;
   KeyCodeBlock key_block;
@@ -154,7 +163,7 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     // In decode the chunk's keys and values come cold from memory (a step streams all weights
     // in between); fetching the values into L2 now overlaps them with the scores and the softmax.
     for (int r = 0; r < count; ++r)
-      for (size_t at = 0; at < rows.value_bytes; at += 64) __builtin_prefetch(value_at(j + r) + at, 0, 2);
+      for (size_t at = 0; at < rows.value_bytes; at += 64) __builtin_prefetch(value_at[j + r] + at, 0, 2);
     if (key_codes) {
       const uint8_t* raw[kKeyBlock];
       block_rows(key_at, rows.key_bytes, j, count, n_max, raw);
@@ -187,8 +196,9 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   }
   const auto accumulate = codes ? ops.accumulate_fused : ops.accumulate_block;
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
+    // The score pass fetched every value row already: no prefetches ahead (next_end = 0).
     decode_block(ops.value, codec, value_at, rows.value_bytes, j,
-                 int(std::min<int64_t>(kKeyBlock, n_max - j)), n_max, buf, row);
+                 int(std::min<int64_t>(kKeyBlock, n_max - j)), 0, buf, row);
     for (size_t t = 0; t < queries.size(); ++t) {
       const int64_t n = queries[t].end - begin;
       if (j < n)

@@ -9,6 +9,7 @@
 //  - attention_chunk: one query token's heads that share a kv head, against a run of keys;
 //  - attention_reference: the plain algorithm (every row decoded through the codec, one softmax
 //    over all keys) that the chunked kernel is tested against.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -70,6 +71,16 @@ struct KVRows {
   }
   const uint8_t* key(int64_t pos) const { return keys + size_t(slot(pos)) * key_bytes; }
   const uint8_t* value(int64_t pos) const { return values + size_t(slot(pos)) * value_bytes; }
+  // key(pos) and value(pos) of positions begin .. begin+n-1, one page at a time.
+  void addresses(int64_t begin, int64_t n, const uint8_t** key_rows, const uint8_t** value_rows) const {
+    for (int64_t j = 0; j < n;) {
+      const int64_t pos = begin + j, run = std::min(n - j, block_size - pos % block_size);
+      for (int64_t s = slot(pos), end = j + run; j < end; ++j, s += kv_heads) {
+        key_rows[j] = keys + size_t(s) * key_bytes;
+        value_rows[j] = values + size_t(s) * value_bytes;
+      }
+    }
+  }
 };
 
 // One chunk's partial result for `group` query heads: o[g*d ..] = sum_j p_j v_j in the codec's
