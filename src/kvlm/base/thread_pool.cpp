@@ -51,7 +51,7 @@ void pin_to_cpu(std::thread& t, int cpu) {
 
 ThreadPool::ThreadPool(const ThreadOptions& options) {
   const int n_threads = options.threads > 0 ? options.threads : physical_core_count();
-  shares_ = std::make_unique<std::atomic<uint64_t>[]>(size_t(n_threads));
+  shares_ = std::make_unique<Share[]>(size_t(n_threads));
   const std::vector<int> cpus = options.pin ? physical_core_cpus() : std::vector<int>{};
   for (int i = 1; i < n_threads; ++i) {
     workers_.emplace_back([this, i] { worker_loop(i); });
@@ -122,7 +122,7 @@ void ThreadPool::run_job(const std::function<void(size_t, size_t)>& fn, size_t n
   const uint64_t blocks = (n + grain - 1) / grain, share_blocks = chunk / grain;
   for (size_t i = 0; i < size_t(size()); ++i) {
     const uint64_t front = std::min(i * share_blocks, blocks), back = std::min((i + 1) * share_blocks, blocks);
-    shares_[i].store(share_state(front, back), std::memory_order_relaxed);
+    shares_[i].state.store(share_state(front, back), std::memory_order_relaxed);
   }
   pending_.store(int(workers_.size()), std::memory_order_relaxed);
   bool wake;
@@ -144,7 +144,7 @@ void ThreadPool::run_job(const std::function<void(size_t, size_t)>& fn, size_t n
 }
 
 bool ThreadPool::claim(size_t share, bool owner, size_t& begin, size_t& end) {
-  std::atomic<uint64_t>& state = shares_[share];
+  std::atomic<uint64_t>& state = shares_[share].state;
   uint64_t s = state.load(std::memory_order_relaxed);
   for (;;) {
     const uint64_t front = share_front(s), back = share_back(s);
@@ -169,7 +169,7 @@ void ThreadPool::run_share(int index) {
     uint64_t most = 0;
     size_t fullest = 0;
     for (size_t i = 0; i < size_t(size()); ++i) {
-      const uint64_t left = unclaimed(shares_[i].load(std::memory_order_relaxed));
+      const uint64_t left = unclaimed(shares_[i].state.load(std::memory_order_relaxed));
       if (left > most) most = left, fullest = i;
     }
     if (most == 0) return;
