@@ -144,6 +144,36 @@ void LinearFromMemory(benchmark::State& state) {
 }
 BENCHMARK(LinearFromMemory)->ArgsProduct({{1, 8}, {0, 1, 2, 3}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// One decode token through the 0.5B shape's q/k/v projections (896 x 896, 128 x 896, 128 x 896;
+// q4 on the int8 path, 0.6 MB, from the caches), to show what a small decode linear pays besides
+// its arithmetic. Arg 0: ops::linear_many on all pool threads (activations quantized, one pool
+// round, fresh outputs); arg 1: each weight's kernel on the calling thread over all its rows.
+void LinearDecodeCall(benchmark::State& state) {
+  const auto weight = [](int64_t out, uint32_t seed) {
+    const AffineWeight a = affine_quantize(random_f32({out, kIn}, seed), {4, 64}, DType::kBF16);
+    return int8_path(ops::affine_weight(a.packed, a.scales, a.biases, {4, 64}));
+  };
+  static const ops::Weight q = weight(kIn, 20), k = weight(128, 21), v = weight(128, 22);
+  const ops::Weight* qkv[] = {&q, &k, &v};
+  const Tensor x = random_f32({1, kIn}, 23);
+  std::vector<float> y(static_cast<size_t>(kIn));
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      benchmark::DoNotOptimize(ops::linear_many(x, qkv));
+      continue;
+    }
+    for (const ops::Weight* w : qkv) {
+      const cpu::LinearKernel kernel(cpu::cpu_isa(), *w, x.data<float>(), 1);
+      kernel({x.data<float>(), 1, w, 0, w->out_features, y.data(), w->out_features});
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(state.range(0) == 0 ? "linear_many, all threads" : "kernels, one thread");
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      (weight_bytes(q) + weight_bytes(k) + weight_bytes(v)) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(LinearDecodeCall)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // ops::linear (all pool threads) for a 512-token prefill chunk through the MLP's up projection
 // (4864 x 896, arg 0) and down projection (896 x 4864, arg 1), bf16.
 void LinearPrefill(benchmark::State& state) {
