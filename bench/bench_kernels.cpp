@@ -67,6 +67,12 @@ ops::Weight int8_path(ops::Weight w) {
   return ops::int8_weight(w);
 }
 
+// A random [out, kIn] weight in MLX affine codes (group 64) on the int8 path.
+ops::Weight random_int8_weight(int bits, int64_t out, uint32_t seed) {
+  const AffineWeight a = affine_quantize(random_f32({out, kIn}, seed), {bits, 64}, DType::kBF16);
+  return int8_path(ops::affine_weight(a.packed, a.scales, a.biases, {bits, 64}));
+}
+
 // Args: ISA, format (0 bf16, 1 q4, 2 q8, 3 bf16 in panel order), M.
 void Linear(benchmark::State& state) {
   const auto isa = cpu::Isa(state.range(0));
@@ -131,11 +137,7 @@ void LinearFromMemory(benchmark::State& state) {
     return t;
   }();
   static const ops::Weight rows = ops::dense_weight(w), panels = ops::panel_weight(rows);
-  const auto affine = [](int bits, int64_t out) {
-    const AffineWeight a = affine_quantize(random_f32({out, kIn}, uint32_t(bits)), {bits, 64}, DType::kBF16);
-    return int8_path(ops::affine_weight(a.packed, a.scales, a.biases, {bits, 64}));
-  };
-  static const ops::Weight q4 = affine(4, 4 * 32000), q8 = affine(8, 2 * 32000);
+  static const ops::Weight q4 = random_int8_weight(4, 4 * 32000, 4), q8 = random_int8_weight(8, 2 * 32000, 8);
   const ops::Weight* layouts[] = {&rows, &panels, &q4, &q8};
   const ops::Weight& weight = *layouts[state.range(1)];
   const Tensor x = random_f32({state.range(0), kIn}, 6);
@@ -149,11 +151,8 @@ BENCHMARK(LinearFromMemory)->ArgsProduct({{1, 8}, {0, 1, 2, 3}})->UseRealTime()-
 // its arithmetic. Arg 0: ops::linear_many on all pool threads (activations quantized, one pool
 // round, fresh outputs); arg 1: each weight's kernel on the calling thread over all its rows.
 void LinearDecodeCall(benchmark::State& state) {
-  const auto weight = [](int64_t out, uint32_t seed) {
-    const AffineWeight a = affine_quantize(random_f32({out, kIn}, seed), {4, 64}, DType::kBF16);
-    return int8_path(ops::affine_weight(a.packed, a.scales, a.biases, {4, 64}));
-  };
-  static const ops::Weight q = weight(kIn, 20), k = weight(128, 21), v = weight(128, 22);
+  static const ops::Weight q = random_int8_weight(4, kIn, 20), k = random_int8_weight(4, 128, 21),
+                           v = random_int8_weight(4, 128, 22);
   const ops::Weight* qkv[] = {&q, &k, &v};
   const Tensor x = random_f32({1, kIn}, 23);
   std::vector<float> y(static_cast<size_t>(kIn));
