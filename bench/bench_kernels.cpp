@@ -10,11 +10,14 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
 #include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/base/half.h"
+#include "kvlm/base/probes.h"
 #include "kvlm/base/thread_pool.h"
 #include "kvlm/engine/sampler.h"
 #include "kvlm/quant/affine.h"
@@ -172,6 +175,50 @@ void LinearDecodeCall(benchmark::State& state) {
       (weight_bytes(q) + weight_bytes(k) + weight_bytes(v)) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(LinearDecodeCall)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Decode streams each layer's weights one call at a time, and the 0.5B shape's are short streams
+// (q4: 0.45 MB for o, 2.45 MB for gate, up or down). ops::linear at M=1 on a q4 int8 weight of
+// R x 896 (mode 0) against a plain read of the same bytes, split in halves over the pool threads
+// as the read probe reads (mode 1); each call on the next of enough copies (>= 160 MB) that its
+// weight comes from memory. Args: R, mode. Run with --benchmark_enable_random_interleaving: the
+// two modes of one R compare only when measured close together.
+void DecodeStreamBySize(benchmark::State& state) {
+  const int64_t R = state.range(0);
+  static std::map<int64_t, std::vector<ops::Weight>> copies;
+  std::vector<ops::Weight>& ws = copies[R];
+  if (ws.empty()) {
+    const ops::Weight w = random_int8_weight(4, R, 30);
+    const size_t bytes = w.int8_tiles.nbytes();
+    for (size_t made = 0; made < (size_t(160) << 20) || ws.size() < 2; made += bytes) {
+      ops::Weight c = w;
+      c.int8_tiles = Tensor::empty_streamed(w.int8_tiles.shape(), w.int8_tiles.dtype());
+      std::memcpy(c.int8_tiles.raw(), w.int8_tiles.raw(), bytes);
+      ws.push_back(c);
+    }
+  }
+  const Tensor x = random_f32({1, kIn}, 31);
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<uint64_t> sink(size_t(pool.size()));
+  size_t next = 0;
+  for (auto _ : state) {
+    const ops::Weight& w = ws[next++ % ws.size()];
+    if (state.range(1) == 0) {
+      benchmark::DoNotOptimize(ops::linear(x, w));
+      continue;
+    }
+    const auto* p = static_cast<const uint8_t*>(w.int8_tiles.raw());
+    const size_t part = w.int8_tiles.nbytes() / sink.size() / 128 * 128;
+    pool.parallel_for(sink.size(), 1, [&](size_t b, size_t) { sink[b] = stream_read(p + b * part, part); });
+    benchmark::DoNotOptimize(sink.data());
+  }
+  state.SetLabel(state.range(1) == 0 ? "linear q4 int8" : "read");
+  state.counters["GB/s"] = benchmark::Counter(double(ws[0].int8_tiles.nbytes()) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(DecodeStreamBySize)
+    ->ArgsProduct({{896, 4864, 9728, 32000}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // ops::linear (all pool threads) for a 512-token prefill chunk through the MLP's up projection
 // (4864 x 896, arg 0) and down projection (896 x 4864, arg 1), bf16.

@@ -26,7 +26,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-__attribute__((target("avx2"))) uint64_t read_slice(const uint8_t* p, size_t n) {
+}  // namespace
+
+__attribute__((target("avx2"))) uint64_t stream_read(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
   __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   for (size_t i = 0; i + 128 <= n; i += 128) {
     acc0 = _mm256_xor_si256(acc0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
@@ -37,6 +40,8 @@ __attribute__((target("avx2"))) uint64_t read_slice(const uint8_t* p, size_t n) 
   const __m256i x = _mm256_xor_si256(_mm256_xor_si256(acc0, acc1), _mm256_xor_si256(acc2, acc3));
   return uint64_t(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
 }
+
+namespace {
 
 // Runs fn(thread index) once on every thread of the pool and returns the wall time.
 template <typename Fn>
@@ -134,7 +139,7 @@ double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int repeats) {
   std::vector<uint64_t> sink(threads);
   double best = 0;
   for (int r = 0; r < repeats; ++r) {
-    const double s = on_every_thread(pool, [&](size_t t) { sink[t] = read_slice(buf + t * slice, slice); });
+    const double s = on_every_thread(pool, [&](size_t t) { sink[t] = stream_read(buf + t * slice, slice); });
     best = std::max(best, double(slice * threads) / s);
   }
   g_sink_i = int32_t(sink[0]);

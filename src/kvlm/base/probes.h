@@ -3,6 +3,7 @@
 // reported as a fraction of the limit that bounds it (decode: read bandwidth; prefill and batched
 // decode: arithmetic peak).
 #include <cstddef>
+#include <cstdint>
 
 namespace kvlm {
 
@@ -11,6 +12,10 @@ class ThreadPool;
 // Streaming read bandwidth in bytes/s over a buffer of `bytes` (choose well beyond the last-level
 // cache), every thread of `pool` reading its own slice; the best of `repeats` passes.
 double probe_read_bandwidth(ThreadPool& pool, size_t bytes = size_t(1) << 30, int repeats = 3);
+
+// Reads [p, p + bytes) once, as the read probe does (p 32-byte aligned; a last part shorter than
+// 128 bytes is left out), and returns a value that depends on every byte read.
+uint64_t stream_read(const void* p, size_t bytes);
 
 // fp32 FMA peak in FLOP/s (one FMA = 2 FLOPs) over all threads of `pool`, with the widest vector
 // unit this CPU has (AVX-512 or AVX2).
