@@ -89,4 +89,19 @@ TEST(ThreadPool, PinnedWorkersEachRunOnTheirOwnPhysicalCore) {
     EXPECT_EQ(seen[size_t(i)], std::vector<int>{cpus[size_t(i) % cpus.size()]}) << "worker " << i;
 }
 
+TEST(ThreadPool, JobsRunWhileWorkersReadAhead) {
+  ThreadPool pool(3);
+  std::vector<char> buffer(size_t(4) << 20, 1);
+  pool.read_ahead(0, buffer.data(), buffer.size());  // the caller's index: ignored
+  pool.read_ahead(3, buffer.data(), buffer.size());  // past the last worker: ignored
+  for (int round = 0; round < 50; ++round) {
+    pool.read_ahead(1 + round % 2, buffer.data(), buffer.size());
+    std::vector<std::atomic<int>> hits(1000);
+    pool.parallel_for(hits.size(), 8, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) ++hits[i];
+    });
+    for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << "round " << round << ", index " << i;
+  }
+}
+
 }  // namespace kvlm

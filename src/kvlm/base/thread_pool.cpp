@@ -71,6 +71,8 @@ ThreadPool::~ThreadPool() {
 namespace {
 
 constexpr int kSpinIterations = 20000;
+// Bytes read ahead per wait iteration.
+constexpr size_t kAheadStep = 1024;
 // After this many pauses a waiter yields its core on every further iteration, so that on a busy
 // or oversubscribed machine the thread holding the work gets to run.
 constexpr int kPauseIterations = 2000;
@@ -186,10 +188,29 @@ void ThreadPool::wait_until_done() {
   done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
-unsigned ThreadPool::wait_for_job(unsigned seen) {
+void ThreadPool::read_ahead(int index, const void* p, size_t bytes) {
+  if (index <= 0 || index >= size()) return;
+  Share& s = shares_[size_t(index)];
+  s.ahead_bytes.store(bytes, std::memory_order_relaxed);
+  s.ahead.store(static_cast<const char*>(p), std::memory_order_release);
+}
+
+unsigned ThreadPool::wait_for_job(unsigned seen, int index) {
+  Share& share = shares_[size_t(index)];
   for (int i = 0; i < kSpinIterations; ++i) {
     const unsigned g = generation_.load(std::memory_order_acquire);
     if (g != seen || stop_.load(std::memory_order_relaxed)) return g;
+    if (const char* p = share.ahead.exchange(nullptr, std::memory_order_acquire)) {
+      share.ahead_at = p;
+      share.ahead_left = share.ahead_bytes.load(std::memory_order_relaxed);
+    }
+    if (share.ahead_left > 0) {  // a prefetch never faults: a stale range costs bandwidth only
+      const size_t n = std::min(share.ahead_left, kAheadStep);
+      for (size_t b = 0; b < n; b += kLine) __builtin_prefetch(share.ahead_at + b);
+      share.ahead_at += n;
+      share.ahead_left -= n;
+      continue;
+    }
     cpu_relax(i);
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -202,7 +223,7 @@ unsigned ThreadPool::wait_for_job(unsigned seen) {
 void ThreadPool::worker_loop(int index) {
   unsigned seen = 0;  // generation_ starts at 0, so a job posted before this thread ran is seen
   for (;;) {
-    seen = wait_for_job(seen);
+    seen = wait_for_job(seen, index);
     if (stop_.load()) return;
     run_share(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {

@@ -52,6 +52,11 @@ class ThreadPool {
 
   // The process-wide pool used by the CPU backend; created on first use.
   static ThreadPool& global();
+  // Bytes that thread `index` (1 .. size()-1) fetches into its caches while it waits for jobs, a
+  // few cache lines per wait: decode gives each worker the start of its share of the next weight,
+  // so memory keeps streaming while the caller works alone. A later call replaces the range.
+  void read_ahead(int index, const void* p, size_t bytes);
+
   // Sets the size and pinning of the global pool before its first use.
   static void configure_global(const ThreadOptions& options);
 
@@ -65,8 +70,9 @@ class ThreadPool {
   // Returns false when nothing of it is left.
   bool claim(size_t share, bool owner, size_t& begin, size_t& end);
 
-  // Waits until generation_ differs from `seen` or the pool stops; returns the new generation.
-  unsigned wait_for_job(unsigned seen);
+  // Waits until generation_ differs from `seen` or the pool stops, reading ahead for thread
+  // `index` meanwhile; returns the new generation.
+  unsigned wait_for_job(unsigned seen, int index);
   void wait_until_done();
 
   // What one thread writes sits on its own cache lines (shares, pending_, the job): a round moves
@@ -75,6 +81,10 @@ class ThreadPool {
   // Per thread share, the unclaimed grain blocks [front, back) packed as front << 32 | back.
   struct alignas(kLine) Share {
     std::atomic<uint64_t> state;
+    std::atomic<const char*> ahead{nullptr};  // read_ahead's range, taken by its thread
+    std::atomic<size_t> ahead_bytes{0};
+    const char* ahead_at = nullptr;  // the thread's progress through the range it took,
+    size_t ahead_left = 0;           // kept across the jobs it runs meanwhile
   };
 
   std::vector<std::thread> workers_;

@@ -11,6 +11,11 @@ namespace kvlm {
 
 namespace {
 
+void read_ahead(const ops::Weight& w) {
+  const ops::Weight* one[] = {&w};
+  ops::read_ahead(one);
+}
+
 struct LayerWeights {
   Tensor input_norm, post_attention_norm, q_norm, k_norm;
   ops::Weight q, k, v, o, gate, up, down;
@@ -77,7 +82,7 @@ struct Model::Impl {
   void check_batch(const Batch& b) const;
   Tensor attention_block(const LayerWeights& lw, int layer, const Tensor& x, const Batch& b,
                          const std::vector<int32_t>& positions) const;
-  Tensor mlp_block(const LayerWeights& lw, const Tensor& x) const;
+  Tensor mlp_block(const LayerWeights& lw, int layer, const Tensor& x) const;
 };
 
 void Model::Impl::load_weights(ops::MatmulPath matmul, bool panels) {
@@ -163,6 +168,7 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
                                     const Batch& b, const std::vector<int32_t>& positions) const {
   const int64_t T = x.dim(0), Hq = cfg.num_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
   const ops::Weight* qkv_weights[] = {&lw.q, &lw.k, &lw.v};
+  read_ahead(lw.o);
   const std::vector<Tensor> qkv = ops::linear_many(x, qkv_weights);
   Tensor q = qkv[0].reshape({T, Hq, D});
   Tensor k = qkv[1].reshape({T, Hkv, D});
@@ -183,11 +189,23 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
     seqs.push_back({q.slice(0, row, end), kv, s.n_past});
     row = end;
   }
-  return ops::linear(ops::attention_batch(seqs, lw.attention), lw.o);
+  const Tensor attended = ops::attention_batch(seqs, lw.attention);
+  read_ahead(lw.gate);
+  return ops::linear(attended, lw.o);
 }
 
-Tensor Model::Impl::mlp_block(const LayerWeights& lw, const Tensor& x) const {
-  return ops::linear(ops::gated_linear(x, lw.gate, lw.up, cfg.mlp_activation), lw.down);
+Tensor Model::Impl::mlp_block(const LayerWeights& lw, int layer, const Tensor& x) const {
+  read_ahead(lw.down);
+  const Tensor gated = ops::gated_linear(x, lw.gate, lw.up, cfg.mlp_activation);
+  // Next come the norm and the next layer's q/k/v, or after the last layer the vocabulary.
+  if (layer + 1 < cfg.num_layers) {
+    const LayerWeights& next = layers[size_t(layer + 1)];
+    const ops::Weight* qkv[] = {&next.q, &next.k, &next.v};
+    ops::read_ahead(qkv);
+  } else {
+    read_ahead(head);
+  }
+  return ops::linear(gated, lw.down);
 }
 
 Tensor Model::forward(const Batch& b) {
@@ -208,7 +226,7 @@ Tensor Model::forward(const Batch& b) {
     const LayerWeights& lw = m.layers[size_t(l)];
     const Tensor a = m.attention_block(lw, l, ops::rms_norm(x, lw.input_norm, c.rms_norm_eps), b, positions);
     ops::add_scaled_inplace(x, a, c.residual_scale);
-    const Tensor f = m.mlp_block(lw, ops::rms_norm(x, lw.post_attention_norm, c.rms_norm_eps));
+    const Tensor f = m.mlp_block(lw, l, ops::rms_norm(x, lw.post_attention_norm, c.rms_norm_eps));
     ops::add_scaled_inplace(x, f, c.residual_scale);
   }
   for (const SequenceBatchView& s : b.seqs) s.kv->commit_append(s.n_new);

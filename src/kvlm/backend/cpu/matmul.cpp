@@ -134,6 +134,39 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
   return outs;
 }
 
+std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws, int threads) {
+  std::vector<ReadAheadRange> out(size_t(std::max(threads - 1, 0)));
+  int64_t rows = 0;
+  for (const Weight* w : ws) rows += w->out_features;
+  // parallel_for's share per thread, in whole kRowBlock blocks.
+  const int64_t share = ((rows + threads - 1) / threads + kRowBlock - 1) / kRowBlock * kRowBlock;
+  for (int i = 1; i < threads; ++i) {
+    int64_t r = i * share;
+    for (const Weight* w : ws) {
+      if (r >= w->out_features) {
+        r -= w->out_features;
+        continue;
+      }
+      // Both layouts keep rows in order by 16-row blocks; the tiles pad the last block.
+      const bool tiles = cpu::uses_int8(*w);
+      const Tensor& t = tiles ? w->int8_tiles : w->weight;
+      const int64_t stored =
+          tiles ? (w->out_features + cpu::kInt8TileRows - 1) / cpu::kInt8TileRows * cpu::kInt8TileRows : w->out_features;
+      const size_t row_bytes = t.nbytes() / size_t(stored);
+      const size_t bytes = size_t(std::min(share, w->out_features - r)) * row_bytes;
+      out[size_t(i - 1)] = {static_cast<const char*>(t.raw()) + size_t(r) * row_bytes, std::min(bytes, kReadAheadBytes)};
+      break;
+    }
+  }
+  return out;
+}
+
+void read_ahead(std::span<const Weight* const> ws) {
+  ThreadPool& pool = thread_pool();
+  const std::vector<ReadAheadRange> ranges = read_ahead_ranges(ws, pool.size());
+  for (size_t i = 0; i < ranges.size(); ++i) pool.read_ahead(int(i + 1), ranges[i].p, ranges[i].bytes);
+}
+
 Tensor linear(const Tensor& x, const Weight& w) {
   const Weight* one[] = {&w};
   return std::move(linear_many(x, one)[0]);
