@@ -6,12 +6,19 @@
 #include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/backend/cpu/panels.h"
 #include "kvlm/backend/ops.h"
+#include "kvlm/base/thread_pool.h"
 #include "kvlm/quant/affine.h"
 
 namespace kvlm::ops {
 namespace {
 
 const char* base(const Tensor& t) { return static_cast<const char*>(t.raw()); }
+
+// Ranges for a pool of `threads` (pools of the same size split rows alike).
+std::vector<ReadAheadRange> ranges(std::span<const Weight* const> ws, int threads) {
+  const ThreadPool pool(threads);
+  return read_ahead_ranges(ws, pool);
+}
 
 Weight bf16_weight(int64_t rows, int64_t in) { return dense_weight(Tensor::zeros({rows, in}, DType::kBF16)); }
 
@@ -21,7 +28,7 @@ TEST(ReadAhead, PointsAWorkerAtItsFirstRowInRowsAndPanels) {
   ASSERT_TRUE(panels.panels);
   for (const Weight* w : {&rows, &panels}) {
     const Weight* one[] = {w};
-    const std::vector<ReadAheadRange> r = read_ahead_ranges(one, 2);  // worker 1: rows 64..99
+    const std::vector<ReadAheadRange> r = ranges(one, 2);  // worker 1: rows 64..99
     ASSERT_EQ(r.size(), 1u);
     const int64_t start = w->panels ? cpu::panel_row(64, 100, 64).start : 64 * 64;
     EXPECT_EQ(r[0].p, base(w->weight) + start * 2) << (w->panels ? "panels" : "rows");
@@ -37,7 +44,7 @@ TEST(ReadAhead, PointsAWorkerAtItsFirstTileOnTheInt8Path) {
   const int64_t tile_bytes = cpu::int8_group_bytes(64, 4, DType::kBF16);  // one group per row
   ASSERT_EQ(w.int8_tiles.nbytes(), size_t(7 * tile_bytes));                 // 100 rows in 7 tiles
   const Weight* one[] = {&w};
-  const std::vector<ReadAheadRange> r = read_ahead_ranges(one, 2);
+  const std::vector<ReadAheadRange> r = ranges(one, 2);
   EXPECT_EQ(r[0].p, base(w.int8_tiles) + 4 * tile_bytes);
   EXPECT_EQ(r[0].bytes, size_t(36 * tile_bytes / 16));
 }
@@ -45,14 +52,14 @@ TEST(ReadAhead, PointsAWorkerAtItsFirstTileOnTheInt8Path) {
 TEST(ReadAhead, FollowsTheRowsOfSeveralWeightsAndStopsAtTheirEnd) {
   const Weight q = bf16_weight(64, 32), k = bf16_weight(16, 32), v = bf16_weight(16, 32);
   const Weight* qkv[] = {&q, &k, &v};
-  const std::vector<ReadAheadRange> r = read_ahead_ranges(qkv, 3);  // shares of 32 of 96 rows
+  const std::vector<ReadAheadRange> r = ranges(qkv, 3);  // shares of 32 of 96 rows
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].p, base(q.weight) + 32 * 32 * 2);
   EXPECT_EQ(r[0].bytes, size_t(32 * 32 * 2));
   EXPECT_EQ(r[1].p, base(k.weight));  // worker 2 starts at row 64: k's first
   EXPECT_EQ(r[1].bytes, size_t(16 * 32 * 2));
   const Weight* small[] = {&k};
-  for (const ReadAheadRange& past : read_ahead_ranges(small, 4)) {  // one share of 16 holds all
+  for (const ReadAheadRange& past : ranges(small, 4)) {  // one share of 16 holds all
     EXPECT_EQ(past.p, nullptr);
     EXPECT_EQ(past.bytes, 0u);
   }
@@ -61,7 +68,7 @@ TEST(ReadAhead, FollowsTheRowsOfSeveralWeightsAndStopsAtTheirEnd) {
 TEST(ReadAhead, ReadsAtMostItsBudget) {
   const Weight w = bf16_weight(2048, 256);  // worker 1's share: 1024 rows, 512 KB
   const Weight* one[] = {&w};
-  EXPECT_EQ(read_ahead_ranges(one, 2)[0].bytes, kReadAheadBytes);
+  EXPECT_EQ(ranges(one, 2)[0].bytes, kReadAheadBytes);
 }
 
 }  // namespace

@@ -85,15 +85,15 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
 // the next weight before the current op, so the memory keeps streaming while the caller works
 // alone (norms, RoPE, KV writes, quantizing activations). Only a hint: results never change.
 void read_ahead(std::span<const Weight* const> ws);
-// The ranges read_ahead gives workers 1 .. threads-1 (index i-1 for worker i): where the rows
-// parallel_for assigns worker i first lie in the bytes the kernels stream (the int8 path's tiles,
-// else the weight), at most kReadAheadBytes of them; empty where the share is past the rows.
+// The ranges read_ahead gives the workers 1 .. size()-1 of `pool` (index i-1 for worker i): where
+// the rows parallel_for assigns worker i first lie in the bytes the kernels stream (the int8
+// path's tiles, else the weight), at most kReadAheadBytes of them; empty past the rows.
 struct ReadAheadRange {
   const void* p = nullptr;
   size_t bytes = 0;
 };
 inline constexpr size_t kReadAheadBytes = 256 * 1024;  // stays in a 1 MB L2 through the ops between
-std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws, int threads);
+std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws, const ThreadPool& pool);
 
 enum class GateActivation { kSiLU, kGeluTanh };
 // act(x · gateᵀ) * (x · upᵀ), with exactly the bits of gated_activation(linear(x, gate),

@@ -95,14 +95,28 @@ uint64_t unclaimed(uint64_t s) { return share_back(s) - std::min(share_front(s),
 
 }  // namespace
 
+namespace {
+
+// Shares count grain blocks in 32 bits: coarser blocks (still multiples of grain) past that.
+size_t block_grain(size_t n, size_t grain) {
+  grain = std::max<size_t>(grain, 1);
+  if (const size_t over = (n / grain) >> 31) grain *= over + 1;
+  return grain;
+}
+
+}  // namespace
+
+size_t ThreadPool::share(size_t n, size_t grain) const {
+  grain = block_grain(n, grain);
+  const size_t threads = size_t(size());
+  return ((n + threads - 1) / threads + grain - 1) / grain * grain;
+}
+
 void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) return;
-  grain = std::max<size_t>(grain, 1);
-  // Shares count grain blocks in 32 bits: coarser blocks (still multiples of grain) past that.
-  if (const size_t over = (n / grain) >> 31) grain *= over + 1;
+  grain = block_grain(n, grain);
   const size_t threads = size_t(size());
-  size_t chunk = (n + threads - 1) / threads;
-  chunk = (chunk + grain - 1) / grain * grain;
+  const size_t chunk = share(n, grain);
   if (threads == 1 || chunk >= n) {
     fn(0, n);
     return;

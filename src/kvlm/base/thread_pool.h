@@ -50,12 +50,17 @@ class ThreadPool {
   // work that must occupy all of them at once, such as the bandwidth probes.
   void on_every_thread(const std::function<void(int)>& fn);
 
-  // The process-wide pool used by the CPU backend; created on first use.
-  static ThreadPool& global();
+  // The length of thread i's share of parallel_for(n, grain): thread i owns [i*share, (i+1)*share)
+  // of [0, n) before any piece is taken by another thread.
+  size_t share(size_t n, size_t grain) const;
+
   // Bytes that thread `index` (1 .. size()-1) fetches into its caches while it waits for jobs, a
   // few cache lines per wait: decode gives each worker the start of its share of the next weight,
   // so memory keeps streaming while the caller works alone. A later call replaces the range.
   void read_ahead(int index, const void* p, size_t bytes);
+
+  // The process-wide pool used by the CPU backend; created on first use.
+  static ThreadPool& global();
 
   // Sets the size and pinning of the global pool before its first use.
   static void configure_global(const ThreadOptions& options);

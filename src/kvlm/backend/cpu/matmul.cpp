@@ -134,12 +134,12 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
   return outs;
 }
 
-std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws, int threads) {
-  std::vector<ReadAheadRange> out(size_t(std::max(threads - 1, 0)));
+std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws, const ThreadPool& pool) {
+  const int threads = pool.size();
+  std::vector<ReadAheadRange> out(size_t(threads - 1));
   int64_t rows = 0;
   for (const Weight* w : ws) rows += w->out_features;
-  // parallel_for's share per thread, in whole kRowBlock blocks.
-  const int64_t share = ((rows + threads - 1) / threads + kRowBlock - 1) / kRowBlock * kRowBlock;
+  const int64_t share = int64_t(pool.share(size_t(rows), size_t(kRowBlock)));  // as linear_many splits
   for (int i = 1; i < threads; ++i) {
     int64_t r = i * share;
     for (const Weight* w : ws) {
@@ -163,7 +163,7 @@ std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws,
 
 void read_ahead(std::span<const Weight* const> ws) {
   ThreadPool& pool = thread_pool();
-  const std::vector<ReadAheadRange> ranges = read_ahead_ranges(ws, pool.size());
+  const std::vector<ReadAheadRange> ranges = read_ahead_ranges(ws, pool);
   for (size_t i = 0; i < ranges.size(); ++i) pool.read_ahead(int(i + 1), ranges[i].p, ranges[i].bytes);
 }
 
