@@ -221,6 +221,41 @@ BENCHMARK(DecodeStreamBySize)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// A batch of 8 tokens through bf16 panels of the model shapes, from memory: the 0.5B MLP's down
+// projection (896 x 4864) and up projection (4864 x 896), the 1B shape's q/o (2048 x 2048), up
+// (8192 x 2048) and down (2048 x 8192). ops::linear on all pool threads, each call on the next of
+// enough copies (>= 160 MB) that its weight comes from memory. Args: out, in. Inputs wider than
+// the batch slice (1024 on AVX-512) pass in slices.
+void BatchFromMemory(benchmark::State& state) {
+  const int64_t out = state.range(0), in = state.range(1), T = 8;
+  static std::map<std::pair<int64_t, int64_t>, std::vector<ops::Weight>> copies;
+  std::vector<ops::Weight>& ws = copies[{out, in}];
+  if (ws.empty()) {
+    Tensor t = Tensor::empty({out, in}, DType::kBF16);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(float(i % 97) * 1e-3f);
+    const ops::Weight w = ops::panel_weight(ops::dense_weight(t));
+    const size_t bytes = w.weight.nbytes();
+    for (size_t made = 0; made < (size_t(160) << 20) || ws.size() < 2; made += bytes) {
+      ops::Weight c = w;
+      c.weight = Tensor::empty_streamed(w.weight.shape(), w.weight.dtype());
+      std::memcpy(c.weight.raw(), w.weight.raw(), bytes);
+      ws.push_back(c);
+    }
+  }
+  const Tensor x = random_f32({T, in}, 32);
+  size_t next = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(ops::linear(x, ws[next++ % ws.size()]));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(T * out * in) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BatchFromMemory)
+    ->Args({896, 4864})
+    ->Args({4864, 896})
+    ->Args({2048, 2048})
+    ->Args({8192, 2048})
+    ->Args({2048, 8192})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // ops::linear (all pool threads) for a 512-token prefill chunk through the MLP's up projection
 // (4864 x 896, arg 0) and down projection (896 x 4864, arg 1), bf16.
 void LinearPrefill(benchmark::State& state) {

@@ -93,9 +93,9 @@ struct Vec {
 constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8, kPanelDecodeRows = 16;
 constexpr int kPrefillTokens = 6, kPrefillRows = 4;
 // 8 tokens' inputs take 32 KB of L1 at 1024 wide. Against the 4-token x 6-row tile that wider rows
-// had used (8 tokens' inputs re-read from L2 by every tile): 8 tokens, bf16 panels from memory, 2
-// threads, 4 interleaved runs: 896x4864 157-183 -> 185-207 GFLOP/s, 2048x2048 179-210 -> 217-237,
-// 8192x2048 181-239 -> 220-262, 2048x8192 147-192 -> 147-198.
+// had used (bench_kernels BatchFromMemory, 8 tokens, bf16 panels from memory, 2 threads, 11
+// interleaved runs, GFLOP/s): 2048x2048 172-205 -> 174-220, 8192x2048 181-215 -> 197-242,
+// 2048x8192 142-191 -> 143-197, 896x4864 148-176 -> 150-177. Slices of 512 measured the same.
 constexpr int64_t kBatchSliceInputs = 1024;
 
 }  // namespace
