@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
@@ -247,14 +248,15 @@ inline int64_t batch_slice(int64_t in) {
 
 // Inputs [begin, end) of a tile's rows, all of them (carry null: begin 0, end `in`) or one slice
 // (end a multiple of kDotLanes unless it is `in`): the accumulators of token t and row j start from
-// and (but in the last slice) end in carry[(t * ld + j) * kDotLanes ..].
+// and (but in the last slice) end in carry[(t * ld + j) * kDotLanes ..]. A streaming tile of a
+// slice prefetches what its rows' tile reads next: rows ahead_rows further on, ahead_inputs further.
 struct Slice {
   int64_t begin, end;
   float* carry = nullptr;
-  int64_t ld = 0;
+  int64_t ld = 0, ahead_rows = 0, ahead_inputs = 0;
   // The same slice for the tile whose first token and row are t and j of this one.
   Slice at(int64_t t, int64_t j) const {
-    return {begin, end, carry ? carry + (t * ld + j) * kDotLanes : nullptr, ld};
+    return {begin, end, carry ? carry + (t * ld + j) * kDotLanes : nullptr, ld, ahead_rows, ahead_inputs};
   }
 };
 
@@ -287,16 +289,22 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
     KVLM_UNROLL for (int j = 0; j < NR; ++j)
       acc[t][j] = s.begin == 0 ? Vec::zero() : Vec::load(s.carry + (t * s.ld + j) * kDotLanes);
-  [[maybe_unused]] Vec tables[NR] = {};  // set at i = 0 (a group starts there)
+  [[maybe_unused]] Vec tables[NR] = {};  // set at s.begin (a group starts there)
   typename Rows::Row row[NR];
   KVLM_UNROLL for (int j = 0; j < NR; ++j) row[j] = rows.row(r + j);
-  const auto ahead = rows.template ahead<NR>(r);
+  auto ahead = rows.template ahead<NR>(r);
+  int64_t ahead_inputs = 0;
+  if constexpr (std::is_same_v<decltype(ahead), RowsAhead<typename Rows::Row, NR>>)
+    if (s.carry) {
+      KVLM_UNROLL for (int j = 0; j < NR; ++j) ahead.rows[j] = rows.row(r + s.ahead_rows + j);
+      ahead_inputs = s.ahead_inputs;
+    }
   int64_t i = s.begin;
   for (; i + kDotLanes <= s.end; i += kDotLanes) {
     if constexpr (NT == 1 && !Rows::kTables) {
       // One token: each row's weights go straight into its fma, so a 16-row tile needs 16
       // accumulators and not 16 more registers of weights.
-      if (stream) ahead.prefetch(i);
+      if (stream) ahead.prefetch(i + ahead_inputs);
       Vec xv = Vec::load(x + i * G);
       xv.in_register();
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[0][j] = Vec::fma(xv, row[j].load(i), acc[0][j]);
@@ -310,7 +318,7 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
     } else {
       KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = row[j].load(i);
     }
-    if (stream) ahead.prefetch(i);
+    if (stream) ahead.prefetch(i + ahead_inputs);
     KVLM_UNROLL for (int t = 0; t < NT; ++t) {
       // Loaded once into a register: left to itself GCC folds the load into each of the NR fmas
       // (memory operands), tripling a prefill tile's loads (bench_kernels Linear/2/0/128
@@ -380,7 +388,7 @@ KVLM_TARGET void tokens_on_rows(const PackedTokens<G>& x, int64_t t0, int64_t T,
 constexpr int64_t kStreamBlock = 48;
 
 // A block's rows pass over each slice of `slice` inputs in turn (all of them at once when slice is
-// `in`).
+// `in`), prefetching the block's next slice, or from the last one the next block's first.
 template <int NT, int NR, int G, class Rows>
 KVLM_TARGET void stream_rows(const PackedTokens<G>& x, int64_t T, int64_t in, const Rows& rows,
                              int64_t R, float* y, int64_t ldy, int64_t slice) {
@@ -388,10 +396,12 @@ KVLM_TARGET void stream_rows(const PackedTokens<G>& x, int64_t T, int64_t in, co
   const int64_t first = std::min<int64_t>(T, NT);  // the streaming token tile's tokens
   thread_local std::vector<float> carry;
   if (slice < in) carry.resize(size_t(T * kStreamBlock * kDotLanes));
+  float* const c = slice < in ? carry.data() : nullptr;
   for (int64_t b = 0; b < R; b += kStreamBlock) {
     const int64_t e = std::min(R, b + kStreamBlock);
     for (int64_t k = 0; k < in; k += slice) {
-      const Slice s = {k, std::min(in, k + slice), carry.data(), kStreamBlock};
+      const bool last = k + slice >= in;
+      const Slice s = {k, std::min(in, k + slice), c, kStreamBlock, last ? kStreamBlock : 0, last ? -k : slice};
       int64_t r = b;
       for (; r + NR <= e; r += NR) tokens_on_rows<NT, NR>(x, 0, first, in, rows, r, y, ldy, s.at(0, r - b));
       for (; r < e; ++r) tokens_on_rows<NT, 1>(x, 0, first, in, rows, r, y, ldy, s.at(0, r - b));
