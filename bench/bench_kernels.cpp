@@ -225,7 +225,7 @@ BENCHMARK(DecodeStreamBySize)
 // projection (896 x 4864) and up projection (4864 x 896), the 1B shape's q/o (2048 x 2048), up
 // (8192 x 2048) and down (2048 x 8192). ops::linear on all pool threads, each call on the next of
 // enough copies (>= 160 MB) that its weight comes from memory. Args: out, in. Inputs wider than
-// the batch slice (1024 on AVX-512) pass in slices.
+// 1024 take the wide batch tile on AVX-512.
 void BatchFromMemory(benchmark::State& state) {
   const int64_t out = state.range(0), in = state.range(1), T = 8;
   static std::map<std::pair<int64_t, int64_t>, std::vector<ops::Weight>> copies;

@@ -104,8 +104,8 @@ struct Vec {
 // uses the batch tile.
 constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4, kPanelDecodeRows = 4;
 constexpr int kPrefillTokens = 2, kPrefillRows = 2;
-// 2 tokens' inputs fit L1 up to 4096 wide; slicing 8192-wide rows in two measured 3-10% slower.
-constexpr int64_t kBatchSliceInputs = INT64_MAX;
+constexpr int kWideBatchTokens = 2, kWideBatchRows = 2;  // one batch tile at every width
+constexpr int64_t kWideBatchIn = INT64_MAX;
 
 }  // namespace
 }  // namespace kvlm::cpu
@@ -209,7 +209,7 @@ void quantize_int8_row_avx2(const float* x, int group_size, int bits, Int8Acts& 
 }
 
 void linear_rows_avx2(const LinearRows& job, const PackedX& x) { linear_rows_simd(job, x); }
-int linear_token_group_avx2(int64_t T) { return token_group(T); }
+int linear_token_group_avx2(int64_t T, const ops::Weight& w) { return token_group(T, w); }
 float dot_avx2(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
 void exp_shifted_avx2(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
 void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }

@@ -92,11 +92,12 @@ struct Vec {
 // core, 128 tokens: 8192x2048 146-149 -> 154-165 GFLOP/s, 3072x2048 149 -> 166-174).
 constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8, kPanelDecodeRows = 16;
 constexpr int kPrefillTokens = 6, kPrefillRows = 4;
-// 8 tokens' inputs take 32 KB of L1 at 1024 wide. Against the 4-token x 6-row tile that wider rows
-// had used (bench_kernels BatchFromMemory, 8 tokens, bf16 panels from memory, 2 threads, 11
-// interleaved runs, GFLOP/s): 2048x2048 172-205 -> 174-220, 8192x2048 181-215 -> 197-242,
-// 2048x8192 142-191 -> 143-197, 896x4864 148-176 -> 150-177. Slices of 512 measured the same.
-constexpr int64_t kBatchSliceInputs = 1024;
+// Batches against dense rows wider than kWideBatchIn: 8 tokens' inputs outgrow L1 (64 KB at 2048
+// wide) and were read from L2 for every 3-row tile; 4 tokens' stay (32 KB), and the 6 rows' weights
+// come from L2 for the second tile of 4. Single core, 8 tokens, bf16 panels from memory: 8192x2048
+// 102-115 -> 126-142 GFLOP/s, 2048x2048 110-112 -> 154-160, 2048x8192 80-90 -> 96-100.
+constexpr int kWideBatchTokens = 4, kWideBatchRows = 6;
+constexpr int64_t kWideBatchIn = 1024;
 
 }  // namespace
 }  // namespace kvlm::cpu
@@ -165,7 +166,7 @@ void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts
 }
 
 void linear_rows_avx512(const LinearRows& job, const PackedX& x) { linear_rows_simd(job, x); }
-int linear_token_group_avx512(int64_t T) { return token_group(T); }
+int linear_token_group_avx512(int64_t T, const ops::Weight& w) { return token_group(T, w); }
 float dot_avx512(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
 void exp_shifted_avx512(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
 void silu_mul_avx512(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }

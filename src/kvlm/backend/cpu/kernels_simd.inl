@@ -3,15 +3,14 @@
 //   KVLM_TARGET   the target attribute every function here carries, and
 //   struct Vec    16 f32 lanes: zero, set1, iota16, load, store, widen_bf16, widen_f16, lut4,
 //                 codes8, codes_i32, affine, fma, add, sub, mul, div, neg, exp, fold,
-//   kTileTokens, kTileRows, kDecodeRows   the register tiles of the linear kernel (batches, decode)
-//   kPrefillTokens, kPrefillRows          and of prefill,
-//   kBatchSliceInputs                     the widest input slice of a batch (batch_slice).
+//   kTileTokens, kTileRows, kDecodeRows   the register tiles of the linear kernel (batches, decode),
+//   kWideBatchTokens, kWideBatchRows      of batches against dense rows wider than kWideBatchIn,
+//   kPrefillTokens, kPrefillRows          and of prefill.
 // Each output is one 16-lane accumulator: fma in lane order over blocks of 16, a zero-padded last
 // block, then Vec::fold, which is exactly dot_portable's order.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
@@ -217,48 +216,24 @@ struct AffineRows {
 };
 
 // How a call of T tokens runs: one token streams the weights (decode); a small batch of up to two
-// token tiles of kTileTokens streams them too (stream_rows), over the inputs in slices
-// (batch_slice); prefill blocks weights and tokens for the caches, in tiles of kPrefillTokens by
-// kPrefillRows.
-enum class Phase { kDecode, kBatch, kPrefill };
-inline Phase phase(int64_t T) {
+// token tiles of kTileTokens streams them too (stream_rows), in tiles of kWideBatchTokens by
+// kWideBatchRows against dense rows wider than kWideBatchIn; prefill blocks weights and tokens for
+// the caches, in tiles of kPrefillTokens by kPrefillRows.
+enum class Phase { kDecode, kBatch, kWideBatch, kPrefill };
+inline Phase phase(int64_t T, const ops::Weight& w) {
   if (T == 1) return Phase::kDecode;
-  return T > 2 * kTileTokens ? Phase::kPrefill : Phase::kBatch;
+  if (T > 2 * kTileTokens) return Phase::kPrefill;
+  return !w.quant && w.in_features > kWideBatchIn ? Phase::kWideBatch : Phase::kBatch;
 }
-inline int token_group(int64_t T) {
-  switch (phase(T)) {
+inline int token_group(int64_t T, const ops::Weight& w) {
+  switch (phase(T, w)) {
     case Phase::kDecode: return 1;
     case Phase::kBatch: return kTileTokens;
+    case Phase::kWideBatch: return kWideBatchTokens;
     case Phase::kPrefill: break;
   }
   return kPrefillTokens;
 }
-
-// A batch tile reads its tokens' inputs once per 16 weights of each row it passes, so they should
-// stay in L1. Rows wider than kBatchSliceInputs are passed in slices of about equal length, whole
-// 128-input blocks (every MLX group size divides 128, so a slice starts a group): the accumulators
-// of a row block go to memory between slices and come back exactly, so every output keeps its one
-// reduction order.
-inline int64_t batch_slice(int64_t in) {
-  constexpr int64_t kBlock = 128;
-  if (in <= kBatchSliceInputs) return in;
-  const int64_t slices = (in + kBatchSliceInputs - 1) / kBatchSliceInputs;
-  return ((in + slices - 1) / slices + kBlock - 1) / kBlock * kBlock;
-}
-
-// Inputs [begin, end) of a tile's rows, all of them (carry null: begin 0, end `in`) or one slice
-// (end a multiple of kDotLanes unless it is `in`): the accumulators of token t and row j start from
-// and (but in the last slice) end in carry[(t * ld + j) * kDotLanes ..]. A streaming tile of a
-// slice prefetches what its rows' tile reads next: rows ahead_rows further on, ahead_inputs further.
-struct Slice {
-  int64_t begin, end;
-  float* carry = nullptr;
-  int64_t ld = 0, ahead_rows = 0, ahead_inputs = 0;
-  // The same slice for the tile whose first token and row are t and j of this one.
-  Slice at(int64_t t, int64_t j) const {
-    return {begin, end, carry ? carry + (t * ld + j) * kDotLanes : nullptr, ld, ahead_rows, ahead_inputs};
-  }
-};
 
 // A PackedX (linear_rows.h) of groups of G tokens: a tile reads all its tokens' inputs at fixed
 // offsets from one pointer, where a pointer per token row (8 of them) spilled the general
@@ -279,32 +254,25 @@ PackedTokens<G> packed_tokens(const PackedX& x) {
   return {x.data.get(), x.group};
 }
 
-// y[t * ldy + j] for NT tokens and weight rows r .. r+NR-1 over the inputs of slice s; x is the
-// first token's block 0 in PackedTokens<G> order. `stream`: the weights come from memory for little
-// arithmetic (decode), so prefetch them.
+// y[t * ldy + j] for NT tokens and weight rows r .. r+NR-1; x is the first token's block 0 in
+// PackedTokens<G> order. `stream`: the weights come from memory for little arithmetic (decode), so
+// prefetch them.
 template <int G, int NT, int NR, class Rows>
 KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, float* y,
-                      int64_t ldy, bool stream, const Slice& s) {
+                      int64_t ldy, bool stream) {
   Vec acc[NT][NR];
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
-    KVLM_UNROLL for (int j = 0; j < NR; ++j)
-      acc[t][j] = s.begin == 0 ? Vec::zero() : Vec::load(s.carry + (t * s.ld + j) * kDotLanes);
-  [[maybe_unused]] Vec tables[NR] = {};  // set at s.begin (a group starts there)
+    KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::zero();
+  [[maybe_unused]] Vec tables[NR] = {};  // set at i = 0 (a group starts there)
   typename Rows::Row row[NR];
   KVLM_UNROLL for (int j = 0; j < NR; ++j) row[j] = rows.row(r + j);
-  auto ahead = rows.template ahead<NR>(r);
-  int64_t ahead_inputs = 0;
-  if constexpr (std::is_same_v<decltype(ahead), RowsAhead<typename Rows::Row, NR>>)
-    if (s.carry) {
-      KVLM_UNROLL for (int j = 0; j < NR; ++j) ahead.rows[j] = rows.row(r + s.ahead_rows + j);
-      ahead_inputs = s.ahead_inputs;
-    }
-  int64_t i = s.begin;
-  for (; i + kDotLanes <= s.end; i += kDotLanes) {
+  const auto ahead = rows.template ahead<NR>(r);
+  int64_t i = 0;
+  for (; i + kDotLanes <= in; i += kDotLanes) {
     if constexpr (NT == 1 && !Rows::kTables) {
       // One token: each row's weights go straight into its fma, so a 16-row tile needs 16
       // accumulators and not 16 more registers of weights.
-      if (stream) ahead.prefetch(i + ahead_inputs);
+      if (stream) ahead.prefetch(i);
       Vec xv = Vec::load(x + i * G);
       xv.in_register();
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[0][j] = Vec::fma(xv, row[j].load(i), acc[0][j]);
@@ -318,7 +286,7 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
     } else {
       KVLM_UNROLL for (int j = 0; j < NR; ++j) w[j] = row[j].load(i);
     }
-    if (stream) ahead.prefetch(i + ahead_inputs);
+    if (stream) ahead.prefetch(i);
     KVLM_UNROLL for (int t = 0; t < NT; ++t) {
       // Loaded once into a register: left to itself GCC folds the load into each of the NR fmas
       // (memory operands), tripling a prefill tile's loads (bench_kernels Linear/2/0/128
@@ -328,18 +296,13 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
       KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j] = Vec::fma(xv, w[j], acc[t][j]);
     }
   }
-  if (i < s.end) {
-    const int64_t n = s.end - i;
+  if (i < in) {
+    const int64_t n = in - i;
     for (int j = 0; j < NR; ++j) {
       const Vec w = rows.tail(r + j, i, n);
       for (int t = 0; t < NT; ++t)
         acc[t][j] = Vec::fma(Vec::load(x + i * G + t * kDotLanes), w, acc[t][j]);
     }
-  }
-  if (s.end < in) {
-    KVLM_UNROLL for (int t = 0; t < NT; ++t)
-      KVLM_UNROLL for (int j = 0; j < NR; ++j) acc[t][j].store(s.carry + (t * s.ld + j) * kDotLanes);
-    return;
   }
   KVLM_UNROLL for (int t = 0; t < NT; ++t)
     KVLM_UNROLL for (int j = 0; j < NR; ++j) y[t * ldy + j] = Vec::fold(acc[t][j]);
@@ -348,35 +311,34 @@ KVLM_TARGET void tile(const float* x, int64_t in, const Rows& rows, int64_t r, f
 // Weight rows r0 .. r1-1 for NT tokens: full tiles of NR rows, then single rows.
 template <int G, int NT, int NR, class Rows>
 KVLM_TARGET void tile_rows(const float* x, int64_t in, const Rows& rows, int64_t r0, int64_t r1,
-                           float* y, int64_t ldy, const Slice& s) {
+                           float* y, int64_t ldy) {
   int64_t r = r0;
-  for (; r + NR <= r1; r += NR) tile<G, NT, NR>(x, in, rows, r, y + r, ldy, false, s.at(0, r - r0));
-  for (; r < r1; ++r) tile<G, NT, 1>(x, in, rows, r, y + r, ldy, false, s.at(0, r - r0));
+  for (; r + NR <= r1; r += NR) tile<G, NT, NR>(x, in, rows, r, y + r, ldy, false);
+  for (; r < r1; ++r) tile<G, NT, 1>(x, in, rows, r, y + r, ldy, false);
 }
 
 // Tokens t0 .. t1-1 against weight rows r0 .. r1-1: tiles of NT tokens by NR rows, the remaining
 // tokens in halving tiles (NT/2, ..., 1).
 template <int NT, int NR, int G, class Rows>
 KVLM_TARGET void tile_tokens(const PackedTokens<G>& x, int64_t t0, int64_t t1, int64_t in,
-                             const Rows& rows, int64_t r0, int64_t r1, float* y, int64_t ldy,
-                             const Slice& s) {
+                             const Rows& rows, int64_t r0, int64_t r1, float* y, int64_t ldy) {
   int64_t t = t0;
   for (; t + NT <= t1; t += NT)
-    tile_rows<G, NT, NR>(x.from(t), in, rows, r0, r1, y + t * ldy, ldy, s.at(t, 0));
+    tile_rows<G, NT, NR>(x.from(t), in, rows, r0, r1, y + t * ldy, ldy);
   if constexpr (NT > 1)
-    if (t < t1) tile_tokens<NT / 2, NR>(x, t, t1, in, rows, r0, r1, y, ldy, s);
+    if (t < t1) tile_tokens<NT / 2, NR>(x, t, t1, in, rows, r0, r1, y, ldy);
 }
 
 // Every token of x against the NR weight rows from r: token tiles of NT, then halving tiles. The
 // first tile prefetches the rows ahead; the others find these rows in the L1 cache.
 template <int NT, int NR, int G, class Rows>
 KVLM_TARGET void tokens_on_rows(const PackedTokens<G>& x, int64_t t0, int64_t T, int64_t in,
-                                const Rows& rows, int64_t r, float* y, int64_t ldy, const Slice& s) {
+                                const Rows& rows, int64_t r, float* y, int64_t ldy) {
   int64_t t = t0;
   for (; t + NT <= T; t += NT)
-    tile<G, NT, NR>(x.from(t), in, rows, r, y + t * ldy + r, ldy, t == 0, s.at(t, 0));
+    tile<G, NT, NR>(x.from(t), in, rows, r, y + t * ldy + r, ldy, t == 0);
   if constexpr (NT > 1)
-    if (t < T) tokens_on_rows<NT / 2, NR>(x, t, T, in, rows, r, y, ldy, s);
+    if (t < T) tokens_on_rows<NT / 2, NR>(x, t, T, in, rows, r, y, ldy);
 }
 
 // Decode and small batches do little arithmetic per weight read: the weights stream from memory
@@ -387,26 +349,17 @@ KVLM_TARGET void tokens_on_rows(const PackedTokens<G>& x, int64_t t0, int64_t T,
 // 0.5B shape at 16 tokens, 2 threads: gate/up 238-240 -> 267-300 GFLOP/s, q/k/v and o +10-20%).
 constexpr int64_t kStreamBlock = 48;
 
-// A block's rows pass over each slice of `slice` inputs in turn (all of them at once when slice is
-// `in`), prefetching the block's next slice, or from the last one the next block's first.
 template <int NT, int NR, int G, class Rows>
 KVLM_TARGET void stream_rows(const PackedTokens<G>& x, int64_t T, int64_t in, const Rows& rows,
-                             int64_t R, float* y, int64_t ldy, int64_t slice) {
+                             int64_t R, float* y, int64_t ldy) {
   static_assert(kStreamBlock % NR == 0, "single-row tiles only at the end of the rows");
   const int64_t first = std::min<int64_t>(T, NT);  // the streaming token tile's tokens
-  thread_local std::vector<float> carry;
-  if (slice < in) carry.resize(size_t(T * kStreamBlock * kDotLanes));
-  float* const c = slice < in ? carry.data() : nullptr;
   for (int64_t b = 0; b < R; b += kStreamBlock) {
     const int64_t e = std::min(R, b + kStreamBlock);
-    for (int64_t k = 0; k < in; k += slice) {
-      const bool last = k + slice >= in;
-      const Slice s = {k, std::min(in, k + slice), c, kStreamBlock, last ? kStreamBlock : 0, last ? -k : slice};
-      int64_t r = b;
-      for (; r + NR <= e; r += NR) tokens_on_rows<NT, NR>(x, 0, first, in, rows, r, y, ldy, s.at(0, r - b));
-      for (; r < e; ++r) tokens_on_rows<NT, 1>(x, 0, first, in, rows, r, y, ldy, s.at(0, r - b));
-      if (T > first) tile_tokens<NT, NR>(x, first, T, in, rows, b, e, y, ldy, s);
-    }
+    int64_t r = b;
+    for (; r + NR <= e; r += NR) tokens_on_rows<NT, NR>(x, 0, first, in, rows, r, y, ldy);
+    for (; r < e; ++r) tokens_on_rows<NT, 1>(x, 0, first, in, rows, r, y, ldy);
+    if (T > first) tile_tokens<NT, NR>(x, first, T, in, rows, b, e, y, ldy);
   }
 }
 
@@ -447,12 +400,18 @@ constexpr int64_t kWeightBlockBytes = 512 * 1024;
 template <class Rows>
 KVLM_TARGET void run(const LinearRows& job, const PackedX& px, const Rows& rows) {
   const int64_t in = job.w->in_features;
-  switch (phase(job.T)) {
+  switch (phase(job.T, *job.w)) {
     case Phase::kDecode:
-      return stream_rows<1, kDecodeRows>(packed_tokens<1>(px), 1, in, rows, job.R, job.y, job.ldy, in);
+      return stream_rows<1, kDecodeRows>(packed_tokens<1>(px), 1, in, rows, job.R, job.y, job.ldy);
     case Phase::kBatch:
       return stream_rows<kTileTokens, kTileRows>(packed_tokens<kTileTokens>(px), job.T, in, rows,
-                                                 job.R, job.y, job.ldy, batch_slice(in));
+                                                 job.R, job.y, job.ldy);
+    case Phase::kWideBatch:
+      // Dense rows only (phase()): MLX affine rows keep the batch tile, whose 4-bit tables fit.
+      if constexpr (!Rows::kDequantizeBlocks)
+        return stream_rows<kWideBatchTokens, kWideBatchRows>(packed_tokens<kWideBatchTokens>(px),
+                                                             job.T, in, rows, job.R, job.y, job.ldy);
+      break;
     case Phase::kPrefill: break;
   }
   constexpr int NT = kPrefillTokens, NR = kPrefillRows;
@@ -468,9 +427,9 @@ KVLM_TARGET void run(const LinearRows& job, const PackedX& px, const Rows& rows)
       const int64_t r1 = std::min(r + row_block, job.R);
       if constexpr (kWiden) {
         for (int64_t j = r; j < r1; ++j) widen_row(rows, j, in, widened.data() + (j - r) * in);
-        tile_tokens<NT, NR>(x, t, t1, in, F32Rows{{widened.data(), in}}, 0, r1 - r, job.y + r, job.ldy, {0, in});
+        tile_tokens<NT, NR>(x, t, t1, in, F32Rows{{widened.data(), in}}, 0, r1 - r, job.y + r, job.ldy);
       } else {
-        tile_tokens<NT, NR>(x, t, t1, in, rows, r, r1, job.y, job.ldy, {0, in});
+        tile_tokens<NT, NR>(x, t, t1, in, rows, r, r1, job.y, job.ldy);
       }
     }
   }
@@ -501,7 +460,7 @@ KVLM_TARGET void decode_panel_views(const LinearRows& job, const PackedX& px, co
     const int64_t next = std::min(end, (r / kPanelRows + 1) * kPanelRows);
     const PanelRow p = panel_row(r, rows, in);
     const PanelRows<T, Widen> view{{w + p.start, p.step, 0, 0}};  // one panel: no panel stride
-    stream_rows<1, kPanelDecodeRows>(x, 1, in, view, next - r, job.y + (r - job.r0), job.ldy, in);
+    stream_rows<1, kPanelDecodeRows>(x, 1, in, view, next - r, job.y + (r - job.r0), job.ldy);
     r = next;
   }
 }
