@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -99,6 +100,19 @@ TEST(KVPool, AllocateReleaseAndRefCounts) {
   EXPECT_EQ(error_of([&] { pool.release(7); }), "KV pool: release of block 7 outside [0, 2)");
   pool.release(b);
   EXPECT_EQ(error_of([&] { pool.release(b); }), "KV pool: release of free block 1");
+}
+
+TEST(KVPool, MakeResidentZeroesEveryLayersKeysAndValues) {
+  KVPool pool(small_config(3));
+  for (int l = 0; l < 2; ++l)
+    for (const Tensor* t : {&pool.keys(l), &pool.values(l)}) std::memset(t->raw(), 0x5a, t->nbytes());
+  pool.make_resident();
+  for (int l = 0; l < 2; ++l)
+    for (const Tensor* t : {&pool.keys(l), &pool.values(l)}) {
+      const auto* p = static_cast<const uint8_t*>(t->raw());
+      EXPECT_TRUE(std::all_of(p, p + t->nbytes(), [](uint8_t b) { return b == 0; })) << "layer " << l;
+    }
+  EXPECT_EQ(pool.num_free_blocks(), 3);
 }
 
 TEST(KVSequence, ReservesBlocksAsTokensArriveAndFreesThemOnClear) {

@@ -57,6 +57,11 @@ KVPool::KVPool(const KVPoolConfig& config) : config_(config), codecs_(layer_code
   for (int64_t b = n_blocks; b-- > 0;) free_.push_back(int32_t(b));
 }
 
+void KVPool::make_resident() {
+  for (std::vector<Tensor>* layers : {&keys_, &values_})
+    for (Tensor& t : *layers) std::memset(t.raw(), 0, t.nbytes());
+}
+
 void KVPool::check_block(int32_t block, const char* what) const {
   check(block >= 0 && block < num_blocks(),
         std::string("KV pool: ") + what + " of block " + std::to_string(block) + " outside [0, " +

@@ -53,6 +53,10 @@ class KVPool {
   int32_t ref_count(int32_t block) const;
   // Copies every layer's K and V of block `src` into `dst`.
   void copy_block(int32_t src, int32_t dst);
+  // Zeroes all of the storage, so that every page is resident: the pool's pages otherwise become
+  // resident on their first write, which then pays the page fault (what a serving engine does
+  // once, while its first requests fill the pool). Blocks in use lose their contents.
+  void make_resident();
 
   // The storage of one layer: u8 [num_blocks, block_size, n_kv_heads, codec row bytes].
   const Tensor& keys(int layer) const { return keys_[size_t(layer)]; }
