@@ -176,6 +176,20 @@ void LinearDecodeCall(benchmark::State& state) {
 }
 BENCHMARK(LinearDecodeCall)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+// Copies of w whose `data` tensors take >= 160 MB together (at least two): a call on the next copy
+// finds its weight in memory, not in the caches.
+std::vector<ops::Weight> cold_copies(const ops::Weight& w, Tensor ops::Weight::*data) {
+  const Tensor& src = w.*data;
+  std::vector<ops::Weight> ws;
+  for (size_t made = 0; made < (size_t(160) << 20) || ws.size() < 2; made += src.nbytes()) {
+    ops::Weight c = w;
+    c.*data = Tensor::empty_streamed(src.shape(), src.dtype());
+    std::memcpy((c.*data).raw(), src.raw(), src.nbytes());
+    ws.push_back(c);
+  }
+  return ws;
+}
+
 // Decode streams each layer's weights one call at a time, and the 0.5B shape's are short streams
 // (q4: 0.45 MB for o, 2.45 MB for gate, up or down; 128000 rows, 64 MB, is a long stream for
 // reference). ops::linear at M=1 on a q4 int8 weight of R x 896 (mode 0) against a plain read of
@@ -187,16 +201,7 @@ void DecodeStreamBySize(benchmark::State& state) {
   const int64_t R = state.range(0);
   static std::map<int64_t, std::vector<ops::Weight>> copies;
   std::vector<ops::Weight>& ws = copies[R];
-  if (ws.empty()) {
-    const ops::Weight w = random_int8_weight(4, R, 30);
-    const size_t bytes = w.int8_tiles.nbytes();
-    for (size_t made = 0; made < (size_t(160) << 20) || ws.size() < 2; made += bytes) {
-      ops::Weight c = w;
-      c.int8_tiles = Tensor::empty_streamed(w.int8_tiles.shape(), w.int8_tiles.dtype());
-      std::memcpy(c.int8_tiles.raw(), w.int8_tiles.raw(), bytes);
-      ws.push_back(c);
-    }
-  }
+  if (ws.empty()) ws = cold_copies(random_int8_weight(4, R, 30), &ops::Weight::int8_tiles);
   const Tensor x = random_f32({1, kIn}, 31);
   ThreadPool& pool = ThreadPool::global();
   std::vector<uint64_t> sink(size_t(pool.size()));
@@ -233,14 +238,7 @@ void BatchFromMemory(benchmark::State& state) {
   if (ws.empty()) {
     Tensor t = Tensor::empty({out, in}, DType::kBF16);
     for (int64_t i = 0; i < t.numel(); ++i) t.data<uint16_t>()[i] = f32_to_bf16(float(i % 97) * 1e-3f);
-    const ops::Weight w = ops::panel_weight(ops::dense_weight(t));
-    const size_t bytes = w.weight.nbytes();
-    for (size_t made = 0; made < (size_t(160) << 20) || ws.size() < 2; made += bytes) {
-      ops::Weight c = w;
-      c.weight = Tensor::empty_streamed(w.weight.shape(), w.weight.dtype());
-      std::memcpy(c.weight.raw(), w.weight.raw(), bytes);
-      ws.push_back(c);
-    }
+    ws = cold_copies(ops::panel_weight(ops::dense_weight(t)), &ops::Weight::weight);
   }
   const Tensor x = random_f32({T, in}, 32);
   size_t next = 0;
