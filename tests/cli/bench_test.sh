@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
 # there and positive, each phase carries the probes taken around it (read bandwidth for concurrency
-# 1, the FMA peak for prefill and batches), and bad options name the problem. $1: the kvlm binary; $2: the repository root.
+# 1, the FMA peak for prefill and batches), --repeat reports the median of interleaved rounds, and
+# bad options name the problem. $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
 source "$(dirname "$0")/cli_test_lib.sh"
 
@@ -24,6 +25,25 @@ assert(!("read_bandwidth_gbs_before_after" in two) && two.fraction_of_fma_peak >
 assert(two.fma_peak_gflops_before_after.length === 2 && !("fma_peak_gflops_before_after" in one));
 JS
 
+# Rounds interleave the phases; each figure comes from its median round, with every round's rate.
+"$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1,2 --repeat 3 --no-probes \
+  --json "$tmp/rounds.json" >"$tmp/out" 2>"$tmp/err" || fail "bench --repeat failed: $(cat "$tmp/err")"
+[[ $(grep -c '^round [123] of 3$' "$tmp/out") -eq 3 ]] || fail "not three rounds in: $(cat "$tmp/out")"
+[[ $(grep -c '^decode concurrency  2 ' "$tmp/out") -eq 4 ]] || fail "not 3 rounds and a median of c=2: $(cat "$tmp/out")"
+grep -q '^median of 3 rounds:$' "$tmp/out" || fail "no medians in: $(cat "$tmp/out")"
+grep -qE '^prefill 8 tokens: .* \[rounds: [0-9.]+, [0-9.]+, [0-9.]+ tok/s\]$' "$tmp/out" ||
+  fail "no rounds listed for prefill in: $(cat "$tmp/out")"
+node - "$tmp/rounds.json" <<'JS' || fail "report: $(cat "$tmp/rounds.json")"
+const assert = require("assert");
+const r = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+assert(r.rounds === 3);
+for (const phase of [r.prefill, ...r.decode]) {
+  const rates = phase.tokens_per_s_rounds;
+  assert(rates.length === 3 && rates.every((t) => t > 0));
+  assert(phase.tokens_per_s === [...rates].sort((a, b) => a - b)[1]);  // the median round's figures
+}
+JS
+
 # Without probes there are no limits to report against.
 "$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1 --no-probes >"$tmp/out" 2>&1 ||
   fail "bench --no-probes failed: $(cat "$tmp/out")"
@@ -31,4 +51,7 @@ grep -qE 'bandwidth limit|FMA peak' "$tmp/out" && fail "--no-probes still report
 
 expect_error "--weights must be bf16, q4 or q8, got 'q5'" bench --synthetic 0.5b --weights q5
 expect_error "unknown synthetic shape '7b' (known: 0.5b, 1b)" bench --synthetic 7b
+expect_error "--repeat must be at least 1, got 0" bench --synthetic 0.5b --repeat 0
+expect_error "--concurrency must be at least 1, got 0" bench --concurrency 1,0
+expect_error "--decode must be at least 1, got 0" bench --decode 0
 echo "bench: ok"

@@ -32,6 +32,7 @@ int weight_bits(const std::string& w) {
 }
 
 int run(BenchArgs& a) {
+  check_bench_options(a.opts);  // before writing a synthetic model
   ThreadPool::configure_global(a.threads);
   std::string tmp;
   if (!a.synthetic.empty()) {
@@ -74,6 +75,10 @@ Runner setup(CLI::App& sub) {
       ->delimiter(',')
       ->capture_default_str();
   sub.add_option("--prefill-chunk", a->opts.prefill_chunk, "Prefill chunk size")->capture_default_str();
+  sub.add_option("--repeat", a->opts.repeat,
+                 "Rounds of every measurement, interleaved (prefill, then each concurrency, then "
+                 "again); each figure is reported from its median round, with every round's rate")
+      ->capture_default_str();
   add_threads_option(sub, a->threads);
   add_kv_quant_options(sub, a->opts.kv_quant);
   add_matmul_option(sub, a->opts.matmul);

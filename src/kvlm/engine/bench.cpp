@@ -1,6 +1,8 @@
 #include "kvlm/engine/bench.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdarg>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -84,7 +86,7 @@ std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
 }
 
 // Prefills `tokens` into `seq` in chunks.
-void prefill(Model& model, KVSequence& seq, const std::vector<int32_t>& tokens, int chunk) {
+void prefill_chunks(Model& model, KVSequence& seq, const std::vector<int32_t>& tokens, int chunk) {
   for (size_t b = 0; b < tokens.size(); b += size_t(chunk)) {
     const size_t e = std::min(tokens.size(), b + size_t(chunk));
     Batch batch;
@@ -171,7 +173,170 @@ std::string write_synthetic_model(const SyntheticShape& s, const std::string& di
   return opt.dst_dir;
 }
 
+namespace {
+
+// Appends printf-style text to `out`.
+[[gnu::format(printf, 2, 3)]] void append(std::string& out, const char* fmt, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  out += buf;
+}
+
+// One timed phase: its figures, its line of the printed table, and the rate rounds are ranked by.
+struct Sample {
+  Json row;
+  std::string line;
+  double tokens_per_s = 0;
+};
+
+// The phases of one loaded model; each call measures one round afresh (new sequences, new probes).
+struct Phases {
+  const BenchOptions& o;
+  ThreadPool& pool;
+  Model& model;
+  double weight_bytes;
+  bool int8;  // quantized weights on the int8 path: the VNNI peak bounds prefill too
+
+  Sample prefill() const;
+  Sample decode(int C) const;
+};
+
+// Prints a phase's line, then (with --profile) its time per op kind over `steps`.
+void report(const BenchOptions& o, Sample& s, int steps) {
+  std::printf("%s\n", s.line.c_str());
+  if (o.profile) s.row["profile"] = end_profile(o, steps);
+  std::fflush(stdout);
+}
+
+Sample Phases::prefill() const {
+  const ModelConfig& c = model.config();
+  KVSequence seq(model.kv_pool());
+  const auto tokens = random_tokens(o.prompt_tokens, c.vocab_size, 1);
+  const Limits before = probe_limits(pool, false, o.probes, o.probes && int8);
+  begin_profile(o);
+  const auto t0 = Clock::now();
+  prefill_chunks(model, seq, tokens, o.prefill_chunk);
+  const double s = seconds_since(t0);
+  const Limits after = probe_limits(pool, false, o.probes, o.probes && int8);
+  const double fma = mean(before, after).fma, vnni = mean(before, after).vnni;
+  const double P = o.prompt_tokens;
+  // Prefill computes logits for one row per chunk, not per token.
+  const double chunks = std::ceil(P / o.prefill_chunk);
+  const double flops =
+      2 * (layer_macs_per_token(c) * P + head_macs(c) * chunks + attention_macs(c, P * (P + 1) / 2));
+  Sample out;
+  out.tokens_per_s = P / s;
+  out.row = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s}, {"gflops", flops / s / 1e9}};
+  append(out.line, "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s", o.prompt_tokens, P / s, flops / s / 1e9);
+  if (fma > 0) {
+    out.row["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
+    out.row["fraction_of_fma_peak"] = flops / s / fma;
+    append(out.line, " (%.0f%% of FMA peak; %.0f GFLOP/s before, %.0f after", 100 * flops / s / fma,
+           before.fma / 1e9, after.fma / 1e9);
+    if (vnni > 0) {
+      out.row["vnni_peak_gops_before_after"] = {before.vnni / 1e9, after.vnni / 1e9};
+      out.row["fraction_of_vnni_peak"] = flops / s / vnni;
+      append(out.line, "; %.0f%% of VNNI peak; %.0f GOP/s before, %.0f after", 100 * flops / s / vnni,
+             before.vnni / 1e9, after.vnni / 1e9);
+    }
+    out.line += ")";
+  }
+  report(o, out, 1);
+  return out;
+}
+
+Sample Phases::decode(int C) const {
+  const ModelConfig& c = model.config();
+  std::vector<std::unique_ptr<KVSequence>> seqs;
+  for (int i = 0; i < C; ++i) {
+    seqs.push_back(std::make_unique<KVSequence>(model.kv_pool()));
+    prefill_chunks(model, *seqs.back(), random_tokens(o.decode_context, c.vocab_size, 100 + i),
+                   o.prefill_chunk);
+  }
+  auto next = random_tokens(C, c.vocab_size, 7);
+  // One sequence is bound by the read bandwidth, a batch by the FMA peak.
+  const bool bracket = C == 1 && o.probes, batched = C > 1 && o.probes;
+  const Limits before = probe_limits(pool, bracket, batched, false);
+  begin_profile(o);
+  const auto t0 = Clock::now();
+  for (int step = 0; step < o.decode_tokens; ++step) {
+    Batch batch;
+    batch.tokens = next;
+    for (auto& s : seqs) batch.seqs.push_back({s.get(), s->length(), 1});
+    model.forward(batch);
+  }
+  const double s = seconds_since(t0);
+  const Limits after = probe_limits(pool, bracket, batched, false);
+  const double tps = double(C) * o.decode_tokens / s;
+  const double ctx = o.decode_context + o.decode_tokens / 2.0;
+  const double kv_bytes = ctx * double(model.kv_pool().bytes_per_token());
+  const double flops = 2 * (layer_macs_per_token(c) + head_macs(c) + attention_macs(c, ctx)) * tps;
+  Sample out;
+  out.tokens_per_s = tps;
+  out.row = {{"concurrency", C}, {"tokens_per_s", tps}, {"gflops", flops / 1e9}};
+  append(out.line, "decode concurrency %2d (context %d): %.1f tok/s aggregate, %.1f GFLOP/s", C,
+         o.decode_context, tps, flops / 1e9);
+  if (bracket) {
+    const double limit = mean(before, after).read / (weight_bytes + kv_bytes);
+    out.row["bytes_per_token"] = weight_bytes + kv_bytes;
+    out.row["read_bandwidth_gbs_before_after"] = {before.read / 1e9, after.read / 1e9};
+    out.row["bandwidth_limit_tokens_per_s"] = limit;
+    out.row["fraction_of_bandwidth_limit"] = tps / limit;
+    append(out.line, ", %.0f%% of the bandwidth limit (%.1f tok/s; read %.1f GB/s before, %.1f after)",
+           100 * tps / limit, limit, before.read / 1e9, after.read / 1e9);
+  } else if (const double fma = mean(before, after).fma; batched && fma > 0) {
+    out.row["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
+    out.row["fraction_of_fma_peak"] = flops / fma;
+    append(out.line, ", %.0f%% of FMA peak (%.0f GFLOP/s before, %.0f after)", 100 * flops / fma,
+           before.fma / 1e9, after.fma / 1e9);
+  }
+  report(o, out, o.decode_tokens);
+  return out;
+}
+
+// The round with the median rate (the lower middle one of an even count), all its figures from
+// that one round (its rate beside the limits probed around it), plus every round's rate; printed
+// with those rates when there was more than one round.
+Json median_round(const std::vector<Sample>& rounds) {
+  std::vector<size_t> order(rounds.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return rounds[a].tokens_per_s < rounds[b].tokens_per_s; });
+  const Sample& median = rounds[order[(order.size() - 1) / 2]];
+  Json row = median.row;
+  if (rounds.size() == 1) return row;
+  Json rates = Json::array();
+  std::string listed;
+  for (const Sample& r : rounds) {
+    rates.push_back(r.tokens_per_s);
+    append(listed, "%s%.1f", listed.empty() ? "" : ", ", r.tokens_per_s);
+  }
+  row["tokens_per_s_rounds"] = rates;
+  std::printf("%s [rounds: %s tok/s]\n", median.line.c_str(), listed.c_str());
+  return row;
+}
+
+}  // namespace
+
+void check_bench_options(const BenchOptions& o) {
+  const auto at_least = [](const char* flag, int value, int least) {
+    check(value >= least, std::string(flag) + " must be at least " + std::to_string(least) + ", got " +
+                              std::to_string(value));
+  };
+  at_least("--prompt", o.prompt_tokens, 1);
+  at_least("--context", o.decode_context, 0);
+  at_least("--decode", o.decode_tokens, 1);
+  at_least("--prefill-chunk", o.prefill_chunk, 1);
+  at_least("--repeat", o.repeat, 1);
+  check(!o.concurrency.empty(), "--concurrency needs at least one level");
+  for (int c : o.concurrency) at_least("--concurrency", c, 1);
+}
+
 Json run_bench(const BenchOptions& o) {
+  check_bench_options(o);
   Json out;
   ops::set_profiling(o.profile);
   ThreadPool& pool = ThreadPool::global();
@@ -203,7 +368,6 @@ Json run_bench(const BenchOptions& o) {
   }
   auto model = Model::load(o.model_dir, lo);
   const double load_s = seconds_since(t_load);
-  const ModelConfig& c = model->config();
   const double weight_bytes = double(ckpt.total_bytes());
   out["model"] = {{"dir", o.model_dir}, {"weight_bytes", weight_bytes}, {"load_seconds", load_s}};
   std::printf("model %s: %.1f MB of weights, loaded in %.3f s\n", o.model_dir.c_str(),
@@ -218,93 +382,26 @@ Json run_bench(const BenchOptions& o) {
   }
   {  // One short forward first, so that paging in the mmapped weights is not timed as prefill.
     KVSequence seq(model->kv_pool());
-    prefill(*model, seq, random_tokens(8, c.vocab_size, 2), o.prefill_chunk);
+    prefill_chunks(*model, seq, random_tokens(8, model->config().vocab_size, 2), o.prefill_chunk);
   }
-  {  // Prefill of one prompt.
-    KVSequence seq(model->kv_pool());
-    const auto tokens = random_tokens(o.prompt_tokens, c.vocab_size, 1);
-    // With --matmul int8 the quantized linears run on the integer units: their peak applies too.
-    const bool int8 = o.matmul == ops::MatmulPath::kInt8 && ckpt.is_quantized();
-    const Limits before = probe_limits(pool, false, o.probes, o.probes && int8);
-    begin_profile(o);
-    const auto t0 = Clock::now();
-    prefill(*model, seq, tokens, o.prefill_chunk);
-    const double s = seconds_since(t0);
-    const Limits after = probe_limits(pool, false, o.probes, o.probes && int8);
-    const double fma = mean(before, after).fma, vnni = mean(before, after).vnni;
-    const double P = o.prompt_tokens;
-    // Prefill computes logits for one row per chunk, not per token.
-    const double chunks = std::ceil(P / o.prefill_chunk);
-    const double flops =
-        2 * (layer_macs_per_token(c) * P + head_macs(c) * chunks + attention_macs(c, P * (P + 1) / 2));
-    out["prefill"] = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s}, {"gflops", flops / s / 1e9}};
-    std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s", o.prompt_tokens, P / s, flops / s / 1e9);
-    if (fma > 0) {
-      out["prefill"]["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
-      out["prefill"]["fraction_of_fma_peak"] = flops / s / fma;
-      std::printf(" (%.0f%% of FMA peak; %.0f GFLOP/s before, %.0f after", 100 * flops / s / fma,
-                  before.fma / 1e9, after.fma / 1e9);
-      if (vnni > 0) {
-        out["prefill"]["vnni_peak_gops_before_after"] = {before.vnni / 1e9, after.vnni / 1e9};
-        out["prefill"]["fraction_of_vnni_peak"] = flops / s / vnni;
-        std::printf("; %.0f%% of VNNI peak; %.0f GOP/s before, %.0f after", 100 * flops / s / vnni,
-                    before.vnni / 1e9, after.vnni / 1e9);
-      }
-      std::printf(")");
-    }
-    std::printf("\n");
-    if (o.profile) out["prefill"]["profile"] = end_profile(o, 1);
+  // With --matmul int8 the quantized linears run on the integer units: their peak applies too.
+  const Phases phases{o, pool, *model, weight_bytes,
+                      o.matmul == ops::MatmulPath::kInt8 && ckpt.is_quantized()};
+  // Rounds interleave the phases, so that the machine's slow and fast minutes fall on all of them
+  // and ratios between phases compare figures measured close together.
+  std::vector<Sample> prefills;
+  std::vector<std::vector<Sample>> decodes(o.concurrency.size());
+  for (int r = 0; r < o.repeat; ++r) {
+    if (o.repeat > 1) std::printf("round %d of %d\n", r + 1, o.repeat);
+    prefills.push_back(phases.prefill());
+    for (size_t i = 0; i < o.concurrency.size(); ++i) decodes[i].push_back(phases.decode(o.concurrency[i]));
   }
-
+  if (o.repeat > 1) std::printf("median of %d rounds:\n", o.repeat);
+  out["prefill"] = median_round(prefills);
   Json decode = Json::array();
-  for (int C : o.concurrency) {
-    std::vector<std::unique_ptr<KVSequence>> seqs;
-    for (int i = 0; i < C; ++i) {
-      seqs.push_back(std::make_unique<KVSequence>(model->kv_pool()));
-      prefill(*model, *seqs.back(), random_tokens(o.decode_context, c.vocab_size, 100 + i),
-              o.prefill_chunk);
-    }
-    auto next = random_tokens(C, c.vocab_size, 7);
-    // One sequence is bound by the read bandwidth, a batch by the FMA peak.
-    const bool bracket = C == 1 && o.probes, batched = C > 1 && o.probes;
-    const Limits before = probe_limits(pool, bracket, batched, false);
-    begin_profile(o);
-    const auto t0 = Clock::now();
-    for (int step = 0; step < o.decode_tokens; ++step) {
-      Batch batch;
-      batch.tokens = next;
-      for (auto& s : seqs) batch.seqs.push_back({s.get(), s->length(), 1});
-      model->forward(batch);
-    }
-    const double s = seconds_since(t0);
-    const Limits after = probe_limits(pool, bracket, batched, false);
-    const double tps = double(C) * o.decode_tokens / s;
-    const double ctx = o.decode_context + o.decode_tokens / 2.0;
-    const double kv_bytes = ctx * double(model->kv_pool().bytes_per_token());
-    const double flops = 2 * (layer_macs_per_token(c) + head_macs(c) + attention_macs(c, ctx)) * tps;
-    Json row = {{"concurrency", C}, {"tokens_per_s", tps}, {"gflops", flops / 1e9}};
-    std::printf("decode concurrency %2d (context %d): %.1f tok/s aggregate, %.1f GFLOP/s",
-                C, o.decode_context, tps, flops / 1e9);
-    if (bracket) {
-      const double limit = mean(before, after).read / (weight_bytes + kv_bytes);
-      row["bytes_per_token"] = weight_bytes + kv_bytes;
-      row["read_bandwidth_gbs_before_after"] = {before.read / 1e9, after.read / 1e9};
-      row["bandwidth_limit_tokens_per_s"] = limit;
-      row["fraction_of_bandwidth_limit"] = tps / limit;
-      std::printf(", %.0f%% of the bandwidth limit (%.1f tok/s; read %.1f GB/s before, %.1f after)",
-                  100 * tps / limit, limit, before.read / 1e9, after.read / 1e9);
-    } else if (const double fma = mean(before, after).fma; batched && fma > 0) {
-      row["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
-      row["fraction_of_fma_peak"] = flops / fma;
-      std::printf(", %.0f%% of FMA peak (%.0f GFLOP/s before, %.0f after)", 100 * flops / fma,
-                  before.fma / 1e9, after.fma / 1e9);
-    }
-    std::printf("\n");
-    if (o.profile) row["profile"] = end_profile(o, o.decode_tokens);
-    std::fflush(stdout);
-    decode.push_back(row);
-  }
+  for (const std::vector<Sample>& rounds : decodes) decode.push_back(median_round(rounds));
   out["decode"] = decode;
+  out["rounds"] = o.repeat;
   ops::set_profiling(false);
   return out;
 }

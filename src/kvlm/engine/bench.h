@@ -2,7 +2,9 @@
 // `kvlm bench`: whole-model throughput measured beside the machine limits that bound it.
 //   decode (one sequence)  is bound by read bandwidth: limit = bandwidth / bytes read per token
 //   prefill, batched decode are bound by arithmetic:   limit = fp32 FMA peak
-// each limit probed right before and right after the phase it bounds.
+// each limit probed right before and right after the phase it bounds. With several rounds the
+// phases interleave (prefill, each concurrency, then again) and each is reported from its median
+// round: this VM's bandwidth swings within a minute, and one round per phase is a coin toss.
 // Models are either a checkpoint folder or a synthetic shape written to a temporary folder with
 // random weights (the shapes the performance targets are stated for).
 #include <cstdint>
@@ -35,12 +37,18 @@ struct BenchOptions {
   int prefill_chunk = 512;
   bool probes = true;
   bool profile = false;         // time per op kind per step (ops::ProfileScope)
+  int repeat = 1;               // rounds of every phase, interleaved; the median round is reported
   KVQuantOptions kv_quant;  // --kv-quant etc.
   ops::MatmulPath matmul = ModelLoadOptions().matmul;  // --matmul
   bool panel_weights = ModelLoadOptions().panel_weights;  // --weight-layout
 };
 
-// Runs the measurements; returns them as JSON and prints a table to stdout as it goes.
+// Throws an Error naming the flag of the first option out of range (counts below 1, a negative
+// context, no concurrency level).
+void check_bench_options(const BenchOptions& opts);
+
+// Runs the measurements (after check_bench_options); returns them as JSON and prints a table to
+// stdout as it goes: with repeat > 1 every round's lines, then each phase's median round.
 Json run_bench(const BenchOptions& opts);
 
 }  // namespace kvlm
