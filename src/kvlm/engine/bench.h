@@ -4,7 +4,8 @@
 //   prefill, batched decode are bound by arithmetic:   limit = fp32 FMA peak
 // each limit probed right before and right after the phase it bounds. With several rounds the
 // phases interleave (prefill, each concurrency, then again) and each is reported from its median
-// round: this VM's bandwidth swings within a minute, and one round per phase is a coin toss.
+// round: a shared machine's bandwidth can swing within a minute, and one round per phase is a
+// coin toss.
 // Models are either a checkpoint folder or a synthetic shape written to a temporary folder with
 // random weights (the shapes the performance targets are stated for).
 #include <cstdint>
