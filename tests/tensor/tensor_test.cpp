@@ -1,6 +1,6 @@
 // Host storage: tensors freed during a forward pass are reused by the next allocation of the same
-// size, reuse never leaks old contents into zeros(), and streamed tensors (weight copies) get
-// buffers of their own.
+// size, reuse never leaks old contents into zeros(), and streamed tensors (weight copies, the KV
+// pool) are packed into huge-page slabs of their own.
 #include "kvlm/tensor/tensor.h"
 
 #include <gtest/gtest.h>
@@ -38,8 +38,9 @@ TEST(TensorStorage, ZerosAreZeroOnAReusedBuffer) {
   EXPECT_EQ(nonzero, 0u);
 }
 
-// Small streamed tensors share slabs: each gets its own 64-byte aligned bytes, and a tensor keeps
-// its slab (and contents) alive after the others of it are gone. Large ones start on a huge page.
+// Streamed tensors share slabs: each gets its own 64-byte aligned bytes, and a tensor keeps its
+// slab (and contents) alive after the others of it are gone. One larger than a slab starts a slab
+// of its own on a huge page, and the next tensor follows it there.
 TEST(TensorStorage, StreamedTensorsAreAlignedDisjointAndOutliveTheirNeighbours) {
   std::vector<Tensor> small;
   for (int64_t n : {100, 4096, 300000, 7})
@@ -57,8 +58,10 @@ TEST(TensorStorage, StreamedTensorsAreAlignedDisjointAndOutliveTheirNeighbours) 
   small.clear();
   const auto* p = static_cast<const unsigned char*>(last.raw());
   for (size_t b = 0; b < last.nbytes(); ++b) EXPECT_EQ(p[b], 4) << b;
-  const Tensor big = Tensor::empty_streamed({3 << 20}, DType::kU8);
+  const Tensor big = Tensor::empty_streamed({(20 << 20) + 1}, DType::kU8);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(big.raw()) % (2 << 20), 0u);
+  const Tensor next = Tensor::empty_streamed({1 << 20}, DType::kU8);  // fits in the rest
+  EXPECT_EQ(static_cast<const uint8_t*>(next.raw()), static_cast<const uint8_t*>(big.raw()) + (20 << 20) + 64);
 }
 
 TEST(TensorStorage, NegativeDimensionIsRefused) {

@@ -1,5 +1,6 @@
 #include "kvlm/tensor/tensor.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -109,10 +110,13 @@ std::shared_ptr<Storage> allocate_cpu(size_t bytes) {
   return storage(p, bytes, std::shared_ptr<void>(p, [rounded](void* q) { buffer_cache().give(q, rounded); }));
 }
 
-// Streamed buffers smaller than a huge page (a 0.5B model's attention projections, 0.1-0.6 MB
-// each) share slabs of huge pages, so that they too stream without a page walk every 4 KB. A slab
-// lives while any of its buffers does; the next small buffer goes to the newest slab while it has
-// room and is alive. Untouched parts of a slab are never made resident.
+// Streamed buffers are packed one after another into slabs of huge pages, so that every byte of
+// them streams without a page walk every 4 KB, and the hardware prefetcher, which stops at page
+// boundaries, runs on. A buffer on huge pages of its own would leave the tail beyond its last
+// whole 2 MB on small pages: 0.4 of every 2.4 MB MLP weight of the 0.5B shape in 4-bit, 13% of the
+// bytes decode reads. A slab is at least kSlabBytes, or the buffer rounded up to whole huge
+// pages, and the next buffers go into its rest while it has room and is alive; a slab lives while
+// any of its buffers does. Untouched parts of a slab are never made resident.
 class StreamedSlabs {
  public:
   static constexpr size_t kSlabBytes = size_t(16) << 20;
@@ -121,11 +125,13 @@ class StreamedSlabs {
     const size_t rounded = cache_lines(bytes);
     std::lock_guard<std::mutex> lock(mu_);
     std::shared_ptr<void> slab = current_.lock();
-    if (!slab || used_ + rounded > kSlabBytes) {
-      void* base = allocate_host(kSlabBytes, true);
+    if (!slab || used_ + rounded > size_) {
+      const size_t size = std::max(kSlabBytes, (rounded + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes);
+      void* base = allocate_host(size, true);
       if (!base) return storage(nullptr, bytes, nullptr);
       slab = std::shared_ptr<void>(base, std::free);
       current_ = slab;
+      size_ = size;
       used_ = 0;
     }
     void* p = static_cast<uint8_t*>(slab.get()) + used_;
@@ -136,14 +142,12 @@ class StreamedSlabs {
  private:
   std::mutex mu_;
   std::weak_ptr<void> current_;
-  size_t used_ = 0;
+  size_t size_ = 0, used_ = 0;
 };
 
 std::shared_ptr<Storage> allocate_streamed(size_t bytes) {
   static StreamedSlabs* slabs = new StreamedSlabs;  // never destroyed, like the buffer cache
-  if (bytes < kHugePageBytes) return slabs->take(bytes);
-  void* p = allocate_host(cache_lines(bytes), true);
-  return storage(p, bytes, std::shared_ptr<void>(p, std::free));
+  return slabs->take(bytes);
 }
 
 }  // namespace
