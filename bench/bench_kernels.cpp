@@ -70,9 +70,9 @@ ops::Weight int8_path(ops::Weight w) {
   return ops::int8_weight(w);
 }
 
-// A random [out, kIn] weight in MLX affine codes (group 64) on the int8 path.
-ops::Weight random_int8_weight(int bits, int64_t out, uint32_t seed) {
-  const AffineWeight a = affine_quantize(random_f32({out, kIn}, seed), {bits, 64}, DType::kBF16);
+// A random [out, in] weight in MLX affine codes (group 64) on the int8 path.
+ops::Weight random_int8_weight(int bits, int64_t out, uint32_t seed, int64_t in = kIn) {
+  const AffineWeight a = affine_quantize(random_f32({out, in}, seed), {bits, 64}, DType::kBF16);
   return int8_path(ops::affine_weight(a.packed, a.scales, a.biases, {bits, 64}));
 }
 
@@ -251,6 +251,30 @@ BENCHMARK(BatchFromMemory)
     ->Args({2048, 2048})
     ->Args({8192, 2048})
     ->Args({2048, 8192})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// A batch of 8 tokens through q4 weights of the 0.5B shape's decode linears on the int8 path,
+// from memory: q/k/v together (1152 x 896), o (896 x 896), gate and up together (9728 x 896) and
+// down (896 x 4864). ops::linear on all pool threads, activation quantization included, each call
+// on the next of enough copies (>= 160 MB) that its weight comes from memory. Against LinearInt8
+// (one thread, warm) it shows what short streams and the pool round cost batched decode.
+// Args: out, in.
+void Int8BatchFromMemory(benchmark::State& state) {
+  const int64_t out = state.range(0), in = state.range(1), T = 8;
+  static std::map<std::pair<int64_t, int64_t>, std::vector<ops::Weight>> copies;
+  std::vector<ops::Weight>& ws = copies[{out, in}];
+  if (ws.empty()) ws = cold_copies(random_int8_weight(4, out, 33, in), &ops::Weight::int8_tiles);
+  const Tensor x = random_f32({T, in}, 34);
+  size_t next = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(ops::linear(x, ws[next++ % ws.size()]));
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * double(T * out * in) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(Int8BatchFromMemory)
+    ->Args({1152, 896})
+    ->Args({896, 896})
+    ->Args({9728, 896})
+    ->Args({896, 4864})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

@@ -105,7 +105,8 @@ TEST(LinearInt8, EveryIsaEqualsPortable) {
   for (int bits : {4, 8})
     for (int group : {32, 64, 128})
       for (int64_t in : {int64_t(group), int64_t(3 * group), int64_t(7 * group)})
-        for (int64_t R : {1, 5, 11})
+        // 37 and 50 rows: tiles in pairs (from 4 tokens on), a partial one alone or in a pair.
+        for (int64_t R : {1, 5, 11, 37, 50})
           for (DType params : {DType::kBF16, DType::kF16, DType::kF32}) {
             const QuantWeight qw = quantized(R, in, bits, group, params, uint32_t(bits * group + R));
             for (int64_t T : {1, 3, 8, 13, 21}) {

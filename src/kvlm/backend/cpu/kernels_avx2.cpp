@@ -131,6 +131,7 @@ struct I8 {
   using W4 = Nibbles;
   using W8 = Nibbles;
   static constexpr int kTileTokens = 2;
+  static constexpr int kTilesAtOnce = 1;  // 16 registers: no room for a second tile
 
   static KVLM_TARGET Nibbles load(const uint8_t* p) {
     const __m256i mask = _mm256_set1_epi8(0x0F);

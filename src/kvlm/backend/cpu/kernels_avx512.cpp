@@ -121,6 +121,8 @@ struct I8 {
   using W8 = __m512i;
   // 8 tokens: 8 integer and 8 float accumulators.
   static constexpr int kTileTokens = 8;
+  // Tiles whose products share each broadcast of the activations (int8_tile).
+  static constexpr int kTilesAtOnce = 2;
 
   static KVLM_TARGET W4 load4(const uint8_t* p) {
     const __m512i w = _mm512_loadu_si512(p), mask = _mm512_set1_epi8(0x0F);

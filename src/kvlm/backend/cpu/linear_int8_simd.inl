@@ -36,90 +36,118 @@ KVLM_TARGET KVLM_INLINE Vec int8_params(const uint8_t* p, DType dtype) {
   }
 }
 
-// Outputs of tokens t .. t+NT-1 for the 16 rows of one tile, into out[u] (row k in lane k). Each
-// block of the tile is loaded once for all NT tokens. Below 4 tokens, two accumulators per token
-// (4 bits: low and high nibbles; 8 bits: even and odd words) halve the chains of dependent
-// products; from 4 tokens on, the tokens' chains are enough. `ahead` > 0 fetches the tile that far
-// ahead while this one computes.
-template <int kBits, int NT>
-KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int64_t ahead, Vec (&out)[NT]) {
+// Outputs of tokens t .. t+NT-1 for the 16 rows of each of NR consecutive tiles, into out[i][u]
+// (row k of tile i in lane k). Each block of a tile is loaded once for all NT tokens, and each
+// token's activations once for all NR tiles: with one tile, the broadcasts of the activations
+// (one load per product) rather than the products bound the kernel. Below 4 tokens, two
+// accumulators per token (4 bits: low and high nibbles; 8 bits: even and odd words) halve the
+// chains of dependent products; from 4 tokens on, the tokens' chains are enough. The integer sums
+// of a group are exact in any order, and each tile's float sums keep their order, so NR changes
+// no output bit. `ahead` > 0 fetches the tiles that far ahead while these compute.
+template <int kBits, int NT, int NR>
+KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int64_t ahead, Vec (&out)[NR][NT]) {
   const Int8Acts& a = *j.acts;
   const int64_t esize = dtype_size(j.params), code_bytes = j.words * 64;
   const Vec m = Vec::set1(float(1 << (kBits - 1)));
   constexpr int kAccs = NT < 4 ? 2 : 1;
-  Vec F[NT];
-  KVLM_UNROLL for (int u = 0; u < NT; ++u) F[u] = Vec::zero();
+  Vec F[NR][NT];
+  KVLM_UNROLL for (int i = 0; i < NR; ++i)
+    KVLM_UNROLL for (int u = 0; u < NT; ++u) F[i][u] = Vec::zero();
   for (int64_t g = 0; g < j.groups; ++g) {
-    const uint8_t* block = tile + g * j.group_bytes;
-    typename I8::Acc acc[NT][kAccs];
+    const uint8_t* block[NR];
+    KVLM_UNROLL for (int i = 0; i < NR; ++i) block[i] = tile + i * j.tile_bytes + g * j.group_bytes;
+    // The stream runs through NR tiles side by side: a prefetch that passes the end of its tile
+    // belongs to the next NR tiles, not to the neighbour that is being read now.
+    const int64_t fetch = ahead + (g * j.group_bytes + ahead >= j.tile_bytes ? (NR - 1) * j.tile_bytes : 0);
+    typename I8::Acc acc[NR][NT][kAccs];
     const int32_t* x[NT];
     KVLM_UNROLL for (int u = 0; u < NT; ++u) {
       const int64_t at = (t + u) * a.groups + g;
-      acc[u][0] = I8::set1(a.base[size_t(at)]);
-      if constexpr (kAccs == 2) acc[u][1] = I8::zero();
+      KVLM_UNROLL for (int i = 0; i < NR; ++i) {
+        acc[i][u][0] = I8::set1(a.base[size_t(at)]);
+        if constexpr (kAccs == 2) acc[i][u][1] = I8::zero();
+      }
       x[u] = reinterpret_cast<const int32_t*>(a.q.data() + (t + u) * a.in) + g * j.words * (kBits == 4 ? 2 : 1);
     }
     // Two words per step (a group has at least 4): with a constant index each accumulator stays
     // in a register.
     for (int64_t w = 0; w < j.words; w += 2) {
       KVLM_UNROLL for (int h = 0; h < 2; ++h) {
-        const uint8_t* p = block + (w + h) * 64;
-        if (ahead) __builtin_prefetch(p + ahead);
         if constexpr (kBits == 4) {
-          const typename I8::W4 codes = I8::load4(p);
-          KVLM_UNROLL for (int u = 0; u < NT; ++u) {
-            acc[u][0] = I8::dot4_lo(acc[u][0], codes, x[u] + 2 * (w + h));
-            acc[u][kAccs - 1] = I8::dot4_hi(acc[u][kAccs - 1], codes, x[u] + 2 * (w + h) + 1);
+          typename I8::W4 codes[NR];
+          KVLM_UNROLL for (int i = 0; i < NR; ++i) {
+            const uint8_t* p = block[i] + (w + h) * 64;
+            if (ahead) __builtin_prefetch(p + fetch);
+            codes[i] = I8::load4(p);
           }
+          KVLM_UNROLL for (int u = 0; u < NT; ++u)
+            KVLM_UNROLL for (int i = 0; i < NR; ++i) {
+              acc[i][u][0] = I8::dot4_lo(acc[i][u][0], codes[i], x[u] + 2 * (w + h));
+              acc[i][u][kAccs - 1] = I8::dot4_hi(acc[i][u][kAccs - 1], codes[i], x[u] + 2 * (w + h) + 1);
+            }
         } else {
-          const typename I8::W8 codes = I8::load8(p);
-          KVLM_UNROLL for (int u = 0; u < NT; ++u) acc[u][h % kAccs] = I8::dot8(acc[u][h % kAccs], codes, x[u] + w + h);
+          typename I8::W8 codes[NR];
+          KVLM_UNROLL for (int i = 0; i < NR; ++i) {
+            const uint8_t* p = block[i] + (w + h) * 64;
+            if (ahead) __builtin_prefetch(p + fetch);
+            codes[i] = I8::load8(p);
+          }
+          KVLM_UNROLL for (int u = 0; u < NT; ++u)
+            KVLM_UNROLL for (int i = 0; i < NR; ++i)
+              acc[i][u][h % kAccs] = I8::dot8(acc[i][u][h % kAccs], codes[i], x[u] + w + h);
         }
       }
     }
-    if (ahead) __builtin_prefetch(block + code_bytes + ahead);
-    const Vec s = int8_params(block + code_bytes, j.params);
-    const Vec b = Vec::add(int8_params(block + code_bytes + 16 * esize, j.params), Vec::mul(s, m));
-    KVLM_UNROLL for (int u = 0; u < NT; ++u) {
-      const size_t at = size_t((t + u) * a.groups + g);
-      F[u] = Vec::fma(b, Vec::set1(a.sx[at]), F[u]);
-      const typename I8::Acc P = kAccs == 2 ? I8::add(acc[u][0], acc[u][kAccs - 1]) : acc[u][0];
-      F[u] = Vec::fma(Vec::mul(s, Vec::set1(a.d[at])), I8::to_float(P), F[u]);
+    KVLM_UNROLL for (int i = 0; i < NR; ++i) {
+      if (ahead) __builtin_prefetch(block[i] + code_bytes + fetch);
+      const Vec s = int8_params(block[i] + code_bytes, j.params);
+      const Vec b = Vec::add(int8_params(block[i] + code_bytes + 16 * esize, j.params), Vec::mul(s, m));
+      KVLM_UNROLL for (int u = 0; u < NT; ++u) {
+        const size_t at = size_t((t + u) * a.groups + g);
+        F[i][u] = Vec::fma(b, Vec::set1(a.sx[at]), F[i][u]);
+        const typename I8::Acc P = kAccs == 2 ? I8::add(acc[i][u][0], acc[i][u][kAccs - 1]) : acc[i][u][0];
+        F[i][u] = Vec::fma(Vec::mul(s, Vec::set1(a.d[at])), I8::to_float(P), F[i][u]);
+      }
     }
   }
-  KVLM_UNROLL for (int u = 0; u < NT; ++u) out[u] = F[u];
+  KVLM_UNROLL for (int i = 0; i < NR; ++i)
+    KVLM_UNROLL for (int u = 0; u < NT; ++u) out[i][u] = F[i][u];
 }
 
-// Rows lo .. hi-1 of the job (within one tile, whose first job row is `first`) for tokens
-// t .. t+NT-1.
-template <int kBits, int NT>
+// Rows lo .. hi-1 of the job (within NR tiles from the one whose first job row is `first`) for
+// tokens t .. t+NT-1.
+template <int kBits, int NT, int NR>
 KVLM_TARGET void int8_tile_rows(const Int8Job& j, const uint8_t* tile, int64_t t, int64_t first,
                                 int64_t lo, int64_t hi, int64_t ahead) {
-  Vec out[NT];
-  int8_tile<kBits, NT>(j, tile, t, ahead, out);
-  KVLM_UNROLL for (int u = 0; u < NT; ++u) {
-    float* y = j.y + (t + u) * j.ldy + (lo - j.r0);
-    if (lo == first && hi == first + kInt8TileRows) {
-      out[u].store(y);
-    } else {
-      alignas(64) float lanes[kInt8TileRows];
-      out[u].store(lanes);
-      std::copy(lanes + (lo - first), lanes + (hi - first), y);
+  Vec out[NR][NT];
+  int8_tile<kBits, NT, NR>(j, tile, t, ahead, out);
+  KVLM_UNROLL for (int i = 0; i < NR; ++i) {
+    const int64_t f = first + i * kInt8TileRows;
+    const int64_t l = std::max(lo, f), h = std::min(hi, f + kInt8TileRows);
+    KVLM_UNROLL for (int u = 0; u < NT; ++u) {
+      float* y = j.y + (t + u) * j.ldy + (l - j.r0);
+      if (l == f && h == f + kInt8TileRows) {
+        out[i][u].store(y);
+      } else {
+        alignas(64) float lanes[kInt8TileRows];
+        out[i][u].store(lanes);
+        std::copy(lanes + (l - f), lanes + (h - f), y);
+      }
     }
   }
 }
 
-// Tokens t0 .. t1-1 against one tile: token tiles of NT, the remainder in halving tiles. The first
-// tile prefetches ahead; the others find the tile in the L1 or L2 cache.
-template <int kBits, int NT>
-KVLM_TARGET void int8_tokens_on_tile(const Int8Job& j, const uint8_t* tile, int64_t t0, int64_t t1,
-                                     int64_t first, int64_t lo, int64_t hi, int64_t ahead) {
+// Tokens t0 .. t1-1 against NR tiles: token tiles of NT, the remainder in halving tiles. The first
+// token tile prefetches ahead; the others find the tiles in the L1 or L2 cache.
+template <int kBits, int NT, int NR>
+KVLM_TARGET void int8_tokens_on_tiles(const Int8Job& j, const uint8_t* tile, int64_t t0, int64_t t1,
+                                      int64_t first, int64_t lo, int64_t hi, int64_t ahead) {
   int64_t t = t0;
   for (; t + NT <= t1; t += NT) {
-    int8_tile_rows<kBits, NT>(j, tile, t, first, lo, hi, t == t0 ? ahead : 0);
+    int8_tile_rows<kBits, NT, NR>(j, tile, t, first, lo, hi, t == t0 ? ahead : 0);
   }
   if constexpr (NT > 1)
-    if (t < t1) int8_tokens_on_tile<kBits, NT / 2>(j, tile, t, t1, first, lo, hi, t == t0 ? ahead : 0);
+    if (t < t1) int8_tokens_on_tiles<kBits, NT / 2, NR>(j, tile, t, t1, first, lo, hi, t == t0 ? ahead : 0);
 }
 
 // Token blocks whose activations stay in the L2 cache; within a block each tile serves every token
@@ -137,13 +165,24 @@ KVLM_TARGET void linear_int8_simd_bits(const LinearRows& job, const Int8Acts& ac
   constexpr int64_t kBlockBytes = 384 * 1024, kAheadBytes = 8192;
   const int64_t block = std::max<int64_t>(I8::kTileTokens, kBlockBytes / acts.in);
   const int64_t first_tile = job.r0 / kInt8TileRows, end = job.r0 + job.R;
-  for (int64_t t = 0; t < job.T; t += block)
-    for (int64_t tile = first_tile; tile * kInt8TileRows < end; ++tile) {
-      const int64_t first = tile * kInt8TileRows;
-      const int64_t lo = std::max(first, job.r0), hi = std::min(first + kInt8TileRows, end);
-      int8_tokens_on_tile<kBits, I8::kTileTokens>(j, j.tiles + tile * j.tile_bytes, t,
-                                                  std::min(job.T, t + block), first, lo, hi, kAheadBytes);
+  for (int64_t t = 0; t < job.T; t += block) {
+    const int64_t t1 = std::min(job.T, t + block);
+    for (int64_t tile = first_tile; tile * kInt8TileRows < end;) {
+      const int64_t first = tile * kInt8TileRows, lo = std::max(first, job.r0);
+      const uint8_t* at = j.tiles + tile * j.tile_bytes;
+      // Below 4 tokens the products do not wait on the broadcasts: one tile at a time.
+      constexpr int NR = I8::kTilesAtOnce;
+      if (NR > 1 && t1 - t >= 4 && (tile + NR - 1) * kInt8TileRows < end) {
+        const int64_t hi = std::min(first + NR * kInt8TileRows, end);
+        int8_tokens_on_tiles<kBits, I8::kTileTokens, NR>(j, at, t, t1, first, lo, hi, kAheadBytes);
+        tile += NR;
+      } else {
+        const int64_t hi = std::min(first + kInt8TileRows, end);
+        int8_tokens_on_tiles<kBits, I8::kTileTokens, 1>(j, at, t, t1, first, lo, hi, kAheadBytes);
+        tile += 1;
+      }
     }
+  }
 }
 
 // quantize_int8_row_portable's values: the same lane sums and fold, maxima, products and rounding.
