@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
 # there and positive, each phase carries the probes taken around it (read bandwidth for concurrency
-# 1, the FMA peak for prefill and batches), --repeat reports the median of interleaved rounds, and
-# bad options name the problem. $1: the kvlm binary; $2: the repository root.
+# 1, the FMA peak for prefill and batches, and on the int8 path the VNNI peak too), --repeat reports
+# the median of interleaved rounds, and bad options name the problem. $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
 source "$(dirname "$0")/cli_test_lib.sh"
 
@@ -23,6 +23,23 @@ const [before, after] = one.read_bandwidth_gbs_before_after;
 assert(before > 0 && after > 0 && one.fraction_of_bandwidth_limit > 0);
 assert(!("read_bandwidth_gbs_before_after" in two) && two.fraction_of_fma_peak > 0);
 assert(two.fma_peak_gflops_before_after.length === 2 && !("fma_peak_gflops_before_after" in one));
+assert(!("vnni_peak_gops_before_after" in two));
+JS
+
+# Quantized weights take the int8 path: prefill and batches are measured against the VNNI peak too.
+"$kvlm" convert "$root/models/default" "$tmp/q4" --q-bits 4 --q-group-size 64 >/dev/null 2>&1 ||
+  fail "convert to q4 failed"
+"$kvlm" bench "$tmp/q4" --prompt 8 --context 8 --decode 2 --concurrency 1,2 --json "$tmp/q4.json" \
+  >"$tmp/out" 2>"$tmp/err" || fail "bench on q4 failed: $(cat "$tmp/err")"
+grep -q '^decode concurrency  2 (context 8): .* of FMA peak; .*; .* of VNNI peak; .* GOP/s before, .* after)$' \
+  "$tmp/out" || fail "no VNNI peak for the int8 batch in: $(cat "$tmp/out")"
+node - "$tmp/q4.json" <<'JS' || fail "report: $(cat "$tmp/q4.json")"
+const assert = require("assert");
+const r = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+const [one, two] = r.decode;
+for (const phase of [r.prefill, two])
+  assert(phase.fraction_of_vnni_peak > 0 && phase.vnni_peak_gops_before_after.every((g) => g > 0));
+assert(!("vnni_peak_gops_before_after" in one));  // one sequence is bound by the read bandwidth
 JS
 
 # Rounds interleave the phases; each figure comes from its median round, with every round's rate.

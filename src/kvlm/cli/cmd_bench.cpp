@@ -89,8 +89,8 @@ Runner setup(CLI::App& sub) {
   sub.footer(
       "Decode at concurrency 1 is reported against the bandwidth limit (read bandwidth / bytes "
       "read per token: weights + KV); prefill and batched decode against the fp32 FMA peak, and "
-      "prefill with --matmul int8 also against the int8 VNNI peak; each limit is probed right "
-      "before and right after the phase it bounds.");
+      "with --matmul int8 on quantized weights also against the int8 VNNI peak; each limit is "
+      "probed right before and right after the phase it bounds.");
   return [a] { return run(*a); };
 }
 

@@ -198,7 +198,7 @@ struct Phases {
   ThreadPool& pool;
   Model& model;
   double weight_bytes;
-  bool int8;  // quantized weights on the int8 path: the VNNI peak bounds prefill too
+  bool int8;  // quantized weights on the int8 path: the VNNI peak bounds prefill and batches too
 
   Sample prefill() const;
   Sample decode(int C) const;
@@ -211,6 +211,24 @@ void report(const BenchOptions& o, Sample& s, int steps) {
   std::fflush(stdout);
 }
 
+// Appends the arithmetic rate's fraction of each peak probed around the phase (none without probes;
+// the VNNI peak only where it was probed, on the int8 path) to the phase's line and row.
+void append_peaks(Sample& out, double flops_per_s, const Limits& before, const Limits& after) {
+  const double fma = mean(before, after).fma, vnni = mean(before, after).vnni;
+  if (fma <= 0) return;
+  out.row["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
+  out.row["fraction_of_fma_peak"] = flops_per_s / fma;
+  append(out.line, " (%.0f%% of FMA peak; %.0f GFLOP/s before, %.0f after", 100 * flops_per_s / fma,
+         before.fma / 1e9, after.fma / 1e9);
+  if (vnni > 0) {
+    out.row["vnni_peak_gops_before_after"] = {before.vnni / 1e9, after.vnni / 1e9};
+    out.row["fraction_of_vnni_peak"] = flops_per_s / vnni;
+    append(out.line, "; %.0f%% of VNNI peak; %.0f GOP/s before, %.0f after", 100 * flops_per_s / vnni,
+           before.vnni / 1e9, after.vnni / 1e9);
+  }
+  out.line += ")";
+}
+
 Sample Phases::prefill() const {
   const ModelConfig& c = model.config();
   KVSequence seq(model.kv_pool());
@@ -221,7 +239,6 @@ Sample Phases::prefill() const {
   prefill_chunks(model, seq, tokens, o.prefill_chunk);
   const double s = seconds_since(t0);
   const Limits after = probe_limits(pool, false, o.probes, o.probes && int8);
-  const double fma = mean(before, after).fma, vnni = mean(before, after).vnni;
   const double P = o.prompt_tokens;
   // Prefill computes logits for one row per chunk, not per token.
   const double chunks = std::ceil(P / o.prefill_chunk);
@@ -231,19 +248,7 @@ Sample Phases::prefill() const {
   out.tokens_per_s = P / s;
   out.row = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s}, {"gflops", flops / s / 1e9}};
   append(out.line, "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s", o.prompt_tokens, P / s, flops / s / 1e9);
-  if (fma > 0) {
-    out.row["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
-    out.row["fraction_of_fma_peak"] = flops / s / fma;
-    append(out.line, " (%.0f%% of FMA peak; %.0f GFLOP/s before, %.0f after", 100 * flops / s / fma,
-           before.fma / 1e9, after.fma / 1e9);
-    if (vnni > 0) {
-      out.row["vnni_peak_gops_before_after"] = {before.vnni / 1e9, after.vnni / 1e9};
-      out.row["fraction_of_vnni_peak"] = flops / s / vnni;
-      append(out.line, "; %.0f%% of VNNI peak; %.0f GOP/s before, %.0f after", 100 * flops / s / vnni,
-             before.vnni / 1e9, after.vnni / 1e9);
-    }
-    out.line += ")";
-  }
+  append_peaks(out, flops / s, before, after);
   report(o, out, 1);
   return out;
 }
@@ -257,9 +262,10 @@ Sample Phases::decode(int C) const {
                    o.prefill_chunk);
   }
   auto next = random_tokens(C, c.vocab_size, 7);
-  // One sequence is bound by the read bandwidth, a batch by the FMA peak.
+  // One sequence is bound by the read bandwidth, a batch by the FMA peak (and on the int8 path by
+  // the VNNI peak).
   const bool bracket = C == 1 && o.probes, batched = C > 1 && o.probes;
-  const Limits before = probe_limits(pool, bracket, batched, false);
+  const Limits before = probe_limits(pool, bracket, batched, batched && int8);
   begin_profile(o);
   const auto t0 = Clock::now();
   for (int step = 0; step < o.decode_tokens; ++step) {
@@ -269,7 +275,7 @@ Sample Phases::decode(int C) const {
     model.forward(batch);
   }
   const double s = seconds_since(t0);
-  const Limits after = probe_limits(pool, bracket, batched, false);
+  const Limits after = probe_limits(pool, bracket, batched, batched && int8);
   const double tps = double(C) * o.decode_tokens / s;
   const double ctx = o.decode_context + o.decode_tokens / 2.0;
   const double kv_bytes = ctx * double(model.kv_pool().bytes_per_token());
@@ -287,11 +293,8 @@ Sample Phases::decode(int C) const {
     out.row["fraction_of_bandwidth_limit"] = tps / limit;
     append(out.line, ", %.0f%% of the bandwidth limit (%.1f tok/s; read %.1f GB/s before, %.1f after)",
            100 * tps / limit, limit, before.read / 1e9, after.read / 1e9);
-  } else if (const double fma = mean(before, after).fma; batched && fma > 0) {
-    out.row["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
-    out.row["fraction_of_fma_peak"] = flops / fma;
-    append(out.line, ", %.0f%% of FMA peak (%.0f GFLOP/s before, %.0f after)", 100 * flops / fma,
-           before.fma / 1e9, after.fma / 1e9);
+  } else {
+    append_peaks(out, flops, before, after);
   }
   report(o, out, o.decode_tokens);
   return out;
