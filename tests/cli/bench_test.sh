@@ -24,6 +24,10 @@ assert(before > 0 && after > 0 && one.fraction_of_bandwidth_limit > 0);
 assert(!("read_bandwidth_gbs_before_after" in two) && two.fraction_of_fma_peak > 0);
 assert(two.fma_peak_gflops_before_after.length === 2 && !("fma_peak_gflops_before_after" in one));
 assert(!("vnni_peak_gops_before_after" in two));
+// Each limit is the higher of its two probes: a probe the host interrupts reads low.
+const near = (a, b) => Math.abs(a - b) <= 1e-9 * Math.abs(b);
+assert(near(one.bandwidth_limit_tokens_per_s * one.bytes_per_token / 1e9, Math.max(before, after)));
+assert(near(two.gflops / two.fraction_of_fma_peak, Math.max(...two.fma_peak_gflops_before_after)));
 JS
 
 # Quantized weights take the int8 path: prefill and batches are measured against the VNNI peak too.

@@ -90,7 +90,7 @@ Runner setup(CLI::App& sub) {
       "Decode at concurrency 1 is reported against the bandwidth limit (read bandwidth / bytes "
       "read per token: weights + KV); prefill and batched decode against the fp32 FMA peak, and "
       "with --matmul int8 on quantized weights also against the int8 VNNI peak; each limit is "
-      "probed right before and right after the phase it bounds.");
+      "probed right before and right after the phase it bounds, and the higher probe is used.");
   return [a] { return run(*a); };
 }
 
