@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
 # there and positive, each phase carries the probes taken around it (read bandwidth for concurrency
-# 1, the FMA peak for prefill and batches, and on the int8 path the VNNI peak too), --repeat reports
-# the median of interleaved rounds, and bad options name the problem. $1: the kvlm binary; $2: the repository root.
+# 1, the FMA peak for prefill and batches, and on the int8 path the VNNI peak too), each limit is
+# the higher of its two probes, --repeat reports the median of interleaved rounds, and bad options
+# name the problem. $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
 source "$(dirname "$0")/cli_test_lib.sh"
 
@@ -41,8 +42,11 @@ node - "$tmp/q4.json" <<'JS' || fail "report: $(cat "$tmp/q4.json")"
 const assert = require("assert");
 const r = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
 const [one, two] = r.decode;
-for (const phase of [r.prefill, two])
+const near = (a, b) => Math.abs(a - b) <= 1e-9 * Math.abs(b);
+for (const phase of [r.prefill, two]) {
   assert(phase.fraction_of_vnni_peak > 0 && phase.vnni_peak_gops_before_after.every((g) => g > 0));
+  assert(near(phase.gflops / phase.fraction_of_vnni_peak, Math.max(...phase.vnni_peak_gops_before_after)));
+}
 assert(!("vnni_peak_gops_before_after" in one));  // one sequence is bound by the read bandwidth
 JS
 
