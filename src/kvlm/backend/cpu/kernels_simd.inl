@@ -120,13 +120,26 @@ struct PanelSpan {
     const int64_t k = first + j;
     return {{p + k / kPanelRows * panel + k % kPanelRows * kPanelBlock, step}};
   }
-  // A tile of NR rows from r prefetches the same rows two panels ahead (the rows of the next tiles
-  // lie a few blocks away, too close to hide memory's latency).
+  // The tiles prefetch the span's bytes in memory order, kAheadBytes ahead of where a sequential
+  // read would stand: a tile of NR rows from view row r at input i has read (first + r) * in +
+  // NR * i elements from p, and each step of 16 inputs fetches the next NR * 16 elements' lines.
+  // A tile reads NR of a panel's 16 rows, a stripe of every block; prefetching its own rows two
+  // panels ahead kept too few lines in flight (a scratch read of 6-row stripes from memory on one
+  // core: 10-13 GB/s that way, 19 GB/s in memory order, 28-34 GB/s for a plain sequential read).
+  static constexpr int64_t kAheadBytes = 64 * 1024;
   template <int NR>
-  RowsAhead<Row, NR> ahead(int64_t r) const {
-    RowsAhead<Row, NR> a;
-    KVLM_UNROLL for (int j = 0; j < NR; ++j) a.rows[j] = row(r + 2 * kPanelRows + j);
-    return a;
+  struct Ahead {
+    const char* at;  // element 0 of the tile's rows in the sequential read, plus the distance
+    KVLM_INLINE void prefetch(int64_t i) const {
+      constexpr int64_t kStepBytes = NR * kDotLanes * int64_t(sizeof(T));
+      const char* q = at + i * NR * int64_t(sizeof(T));
+      KVLM_UNROLL for (int64_t b = 0; b < kStepBytes; b += 64) __builtin_prefetch(q + b);
+    }
+  };
+  template <int NR>
+  Ahead<NR> ahead(int64_t r) const {
+    const int64_t in = panel / kPanelRows;
+    return {reinterpret_cast<const char*>(p + (first + r) * in) + kAheadBytes};
   }
   KVLM_TARGET Vec tail(int64_t j, int64_t i, int64_t n) const {
     const T* q = row(j).at.at(i);
