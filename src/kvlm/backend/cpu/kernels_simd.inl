@@ -126,6 +126,11 @@ struct PanelSpan {
   // A tile reads NR of a panel's 16 rows, a stripe of every block; prefetching its own rows two
   // panels ahead kept too few lines in flight (a scratch read of 6-row stripes from memory on one
   // core: 10-13 GB/s that way, 19 GB/s in memory order, 28-34 GB/s for a plain sequential read).
+  // A tile's stripes span the whole panel, so the fetch must lead by a panel as well when a panel
+  // is longer than the distance (inputs wider than 2048 in bf16). A panel more than 64 KB:
+  // `BatchFromMemory` 2048x8192 175-196 -> 186-198 GFLOP/s; in the model at c=8 the 0.5B shape's
+  // 4864-wide down projection 181-192 -> 193-197 (3 of 3 pairs), the 1B shape's 8192-wide one
+  // 184-189 -> 178-192 (2 of 3).
   static constexpr int64_t kAheadBytes = 64 * 1024;
   template <int NR>
   struct Ahead {
@@ -139,7 +144,9 @@ struct PanelSpan {
   template <int NR>
   Ahead<NR> ahead(int64_t r) const {
     const int64_t in = panel / kPanelRows;
-    return {reinterpret_cast<const char*>(p + (first + r) * in) + kAheadBytes};
+    const int64_t panel_bytes = panel * int64_t(sizeof(T));
+    const int64_t distance = panel_bytes <= kAheadBytes ? kAheadBytes : panel_bytes + kAheadBytes;
+    return {reinterpret_cast<const char*>(p + (first + r) * in) + distance};
   }
   KVLM_TARGET Vec tail(int64_t j, int64_t i, int64_t n) const {
     const T* q = row(j).at.at(i);
