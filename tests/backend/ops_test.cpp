@@ -120,6 +120,37 @@ TEST(Rope, RotatesHalvesByPosition) {
   EXPECT_FLOAT_EQ(v[7], 4 * std::cos(0.01f) + 2 * std::sin(0.01f));
 }
 
+TEST(RopeTable, DynamicTokensUseTheirOwnLength) {
+  RopeParams p = rope8(RopeParams::Type::kDynamic);
+  p.factor = 2.0;
+  p.max_position_embeddings = 16;
+  const int32_t pos[] = {3, 31};
+  const std::vector<float> table = values(rope_table(pos, p));
+  ASSERT_EQ(table.size(), 16u);
+  for (int64_t t = 0; t < 2; ++t) {
+    const RopeFrequencies f = rope_frequencies(p, pos[t] + 1);  // token 0 within, token 1 past 16
+    for (size_t i = 0; i < 4; ++i) {
+      const float angle = f.inv_freq[i] * float(pos[t]);
+      EXPECT_EQ(table[size_t(t * 8) + i], std::cos(angle) * f.attention_scaling);
+      EXPECT_EQ(table[size_t(t * 8) + 4 + i], std::sin(angle) * f.attention_scaling);
+    }
+  }
+  EXPECT_NE(table[9], std::cos(rope_frequencies(p, 1).inv_freq[1] * 31.0f));
+}
+
+TEST(Rope, TableMustMatchTheTokens) {
+  RopeParams p = rope8(RopeParams::Type::kDefault);
+  Tensor x = Tensor::empty({2, 1, 8}, DType::kF32);
+  const int32_t pos[] = {5};
+  const Tensor table = rope_table(pos, p);
+  try {
+    rope_inplace(x, table);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "rope: 1 rows in the rope table for f32[2, 1, 8] cpu");
+  }
+}
+
 // ---- Norms, activations, softmax -------------------------------------------------------------
 
 TEST(RmsNorm, PlainAndOnePlusWeights) {

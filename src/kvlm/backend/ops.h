@@ -153,11 +153,20 @@ struct RopeFrequencies {
 };
 RopeFrequencies rope_frequencies(const RopeParams& p, int64_t seq_len);
 
-// Rotates x [T, heads, head_dim] in place, token t at position positions[t], using the
-// rotate-half (GPT-NeoX / transformers llama) pairing of dims i and i + rotary_dim/2. For
-// "dynamic" RoPE each token uses the frequencies of seq_len = its own position + 1, which equals
-// transformers' per-step behaviour in decode and keeps a token's rotation independent of the
-// batch it runs in.
+// The rotations of tokens at `positions`: f32 [T, rotary_dim], token t's row holding
+// cos(angle_i) * attention_scaling for the rotary_dim/2 pairs i, then sin(angle_i) *
+// attention_scaling, with angle_i = inv_freq_i * position (float). For "dynamic" RoPE each token
+// uses the frequencies of seq_len = its own position + 1, which equals transformers' per-step
+// behaviour in decode and keeps a token's rotation independent of the batch it runs in. Every
+// layer rotates its queries and keys by the same angles, so a forward pass builds the table once:
+// in a 0.5B decode step its 64 cos/sin and the frequencies were most of each of 48 rope calls.
+Tensor rope_table(std::span<const int32_t> positions, const RopeParams& p);
+
+// Rotates x [T, heads, head_dim] in place by a rope_table of T rows, using the rotate-half
+// (GPT-NeoX / transformers llama) pairing of dims i and i + rotary_dim/2.
+void rope_inplace(Tensor& x, const Tensor& table);
+
+// rope_inplace(x, rope_table(positions, p)).
 void rope_inplace(Tensor& x, std::span<const int32_t> positions, const RopeParams& p);
 
 // ---- Paged KV and attention --------------------------------------------------------------------

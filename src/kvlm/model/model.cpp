@@ -81,7 +81,7 @@ struct Model::Impl {
   void load_weights(ops::MatmulPath matmul, bool panels);
   void check_batch(const Batch& b) const;
   Tensor attention_block(const LayerWeights& lw, int layer, const Tensor& x, const Batch& b,
-                         const std::vector<int32_t>& positions) const;
+                         const Tensor& rotations) const;
   Tensor mlp_block(const LayerWeights& lw, int layer, const Tensor& x) const;
 };
 
@@ -165,7 +165,7 @@ void Model::Impl::check_batch(const Batch& b) const {
 }
 
 Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Tensor& x,
-                                    const Batch& b, const std::vector<int32_t>& positions) const {
+                                    const Batch& b, const Tensor& rotations) const {
   const int64_t T = x.dim(0), Hq = cfg.num_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
   const ops::Weight* qkv_weights[] = {&lw.q, &lw.k, &lw.v};
   read_ahead(lw.o);
@@ -177,8 +177,8 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
     q = ops::rms_norm(q.reshape({T * Hq, D}), lw.q_norm, cfg.rms_norm_eps).reshape({T, Hq, D});
     k = ops::rms_norm(k.reshape({T * Hkv, D}), lw.k_norm, cfg.rms_norm_eps).reshape({T, Hkv, D});
   }
-  ops::rope_inplace(q, positions, cfg.rope);
-  ops::rope_inplace(k, positions, cfg.rope);
+  ops::rope_inplace(q, rotations);
+  ops::rope_inplace(k, rotations);
   // Every sequence's new K/V is stored first, then one attention call covers the whole batch.
   std::vector<ops::AttentionSequence> seqs;
   int64_t row = 0;
@@ -219,12 +219,13 @@ Tensor Model::forward(const Batch& b) {
   positions.reserve(b.tokens.size());
   for (const SequenceBatchView& s : b.seqs)
     for (int32_t i = 0; i < s.n_new; ++i) positions.push_back(s.n_past + i);
+  const Tensor rotations = ops::rope_table(positions, c.rope);
 
   Tensor x = ops::embedding(m.embed, b.tokens);
   if (c.embedding_scale != 1.0f) ops::scale_inplace(x, c.embedding_scale);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = m.layers[size_t(l)];
-    const Tensor a = m.attention_block(lw, l, ops::rms_norm(x, lw.input_norm, c.rms_norm_eps), b, positions);
+    const Tensor a = m.attention_block(lw, l, ops::rms_norm(x, lw.input_norm, c.rms_norm_eps), b, rotations);
     ops::add_scaled_inplace(x, a, c.residual_scale);
     const Tensor f = m.mlp_block(lw, l, ops::rms_norm(x, lw.post_attention_norm, c.rms_norm_eps));
     ops::add_scaled_inplace(x, f, c.residual_scale);
