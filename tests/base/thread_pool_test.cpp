@@ -70,6 +70,23 @@ TEST(ThreadPool, BackToBackAndAfterSleepJobsAllComplete) {
   EXPECT_EQ(total.load(), int64_t(3) * 2000 * 30);
 }
 
+// Posting a job and finishing one skip the mutex unless someone sleeps. Jobs posted and finished
+// as threads reach the end of their spinning (pauses from none to beyond the ~10-20 ms of spins
+// and yields; pieces that keep the caller waiting as long) must still all complete.
+TEST(ThreadPool, NoWakeUpIsLostAroundTheSpinLimit) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  for (int round = 0; round < 60; ++round) {
+    const auto pause = std::chrono::microseconds(round % 12 * 2500);
+    pool.parallel_for(3, 1, [&](size_t b, size_t e) {
+      if (b != 0) std::this_thread::sleep_for(pause);
+      total += int64_t(e - b);
+    });
+    std::this_thread::sleep_for(pause);
+  }
+  EXPECT_EQ(total.load(), 60 * 3);
+}
+
 TEST(ThreadPool, PinnedWorkersEachRunOnTheirOwnPhysicalCore) {
   const std::vector<int> cpus = physical_core_cpus();
   ASSERT_FALSE(cpus.empty());

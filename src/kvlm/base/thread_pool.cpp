@@ -141,13 +141,9 @@ void ThreadPool::run_job(const std::function<void(size_t, size_t)>& fn, size_t n
     shares_[i].state.store(share_state(front, back), std::memory_order_relaxed);
   }
   pending_.store(int(workers_.size()), std::memory_order_relaxed);
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
-    wake = sleeping_workers_ > 0;
-  }
-  if (wake) start_cv_.notify_all();
+  // Both seq_cst: either a worker going to sleep sees the new generation, or this sees it asleep.
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) wake(start_cv_);
   try {
     run_share(0);  // the caller's share
   } catch (...) {
@@ -193,13 +189,21 @@ void ThreadPool::run_share(int index) {
   }
 }
 
+void ThreadPool::wake(std::condition_variable& cv) {
+  // The sleeper holds mu_ from announcing itself until it waits: locking here waits for that.
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv.notify_all();
+}
+
 void ThreadPool::wait_until_done() {
   for (int i = 0; i < kSpinIterations; ++i) {
     if (pending_.load(std::memory_order_acquire) == 0) return;
     cpu_relax(i);
   }
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  caller_sleeping_.store(true, std::memory_order_seq_cst);
+  done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_seq_cst) == 0; });
+  caller_sleeping_.store(false, std::memory_order_relaxed);
 }
 
 void ThreadPool::read_ahead(int index, const void* p, size_t bytes) {
@@ -228,9 +232,9 @@ unsigned ThreadPool::wait_for_job(unsigned seen, int index) {
     cpu_relax(i);
   }
   std::unique_lock<std::mutex> lock(mu_);
-  ++sleeping_workers_;
-  start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
-  --sleeping_workers_;
+  sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
+  start_cv_.wait(lock, [&] { return stop_.load() || generation_.load(std::memory_order_seq_cst) != seen; });
+  sleeping_workers_.fetch_sub(1, std::memory_order_relaxed);
   return generation_.load(std::memory_order_acquire);
 }
 
@@ -240,10 +244,9 @@ void ThreadPool::worker_loop(int index) {
     seen = wait_for_job(seen, index);
     if (stop_.load()) return;
     run_share(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep on done_cv_
-      done_cv_.notify_one();
-    }
+    // Both seq_cst, as for the start of a job: the caller sees pending_ at 0, or this sees it asleep.
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_sleeping_.load(std::memory_order_seq_cst))
+      wake(done_cv_);
   }
 }
 

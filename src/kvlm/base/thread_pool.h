@@ -79,6 +79,8 @@ class ThreadPool {
   // `index` meanwhile; returns the new generation.
   unsigned wait_for_job(unsigned seen, int index);
   void wait_until_done();
+  // Wakes the threads sleeping on cv (under mu_), which announced themselves before they slept.
+  void wake(std::condition_variable& cv);
 
   // What one thread writes sits on its own cache lines (shares, pending_, the job): a round moves
   // each line between cores once instead of bouncing lines that two threads write.
@@ -93,9 +95,14 @@ class ThreadPool {
   };
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;  // guards sleeping; generation_ and stop_ change only while holding it
+  // Guards sleeping: a thread holds it from announcing that it sleeps (sleeping_workers_,
+  // caller_sleeping_) until it waits; stop_ changes only while holding it. Posting a job and
+  // finishing one take it only when someone sleeps: with a worker spinning, a round is then
+  // two cache-line transfers each way instead of also moving the mutex between cores.
+  std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;
-  int sleeping_workers_ = 0;
+  std::atomic<int> sleeping_workers_{0};
+  std::atomic<bool> caller_sleeping_{false};
   std::unique_ptr<Share[]> shares_;
   // The job, published to workers by the release increment of generation_.
   alignas(kLine) const std::function<void(size_t, size_t)>* job_ = nullptr;
