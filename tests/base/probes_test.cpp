@@ -44,5 +44,11 @@ TEST(Probes, ReadBandwidthIsPositiveOnEveryPoolSize) {
   }
 }
 
+TEST(Probes, HandoffIsMeasuredBetweenTwoThreadsOnly) {
+  ThreadPool one(1), three(3);
+  EXPECT_EQ(probe_handoff(one), 0.0);
+  EXPECT_GT(probe_handoff(three, 1000), 0.0);
+}
+
 }  // namespace
 }  // namespace kvlm

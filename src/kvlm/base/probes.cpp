@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -145,6 +146,33 @@ double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int repeats) {
   }
   g_sink_i = int32_t(sink[0]);
   return best;
+}
+
+double probe_handoff(ThreadPool& pool, int trips) {
+  if (pool.size() < 2) return 0;
+  struct alignas(64) Line {
+    std::atomic<int> value{-1};
+  };
+  Line ping, pong;  // written by the caller and by thread 1 respectively
+  double seconds = 0;
+  pool.on_every_thread([&](int t) {
+    if (t == 1) {
+      for (int i = 0; i <= trips; ++i) {
+        while (ping.value.load(std::memory_order_acquire) != i) __builtin_ia32_pause();
+        pong.value.store(i, std::memory_order_release);
+      }
+    }
+    if (t != 0) return;
+    const auto trip = [&](int i) {
+      ping.value.store(i, std::memory_order_release);
+      while (pong.value.load(std::memory_order_acquire) != i) __builtin_ia32_pause();
+    };
+    trip(0);  // untimed: thread 1 may still be waking up
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 1; i <= trips; ++i) trip(i);
+    seconds = seconds_since(t0);
+  });
+  return seconds / trips;
 }
 
 double probe_fma_peak(ThreadPool& pool) {

@@ -25,6 +25,14 @@ double probe_fma_peak(ThreadPool& pool);
 // 0 when the CPU has neither.
 double probe_vnni_peak(ThreadPool& pool);
 
+// Mean round trip in seconds of one cache line between the calling thread and pool thread 1 over
+// `trips` trips; 0 for a pool of one thread. An op split over the pool pays a few of these per
+// call (posting the job, the workers' first reads of what the caller wrote, the end of the job),
+// which is what bounds a decode step of ~100 short calls. On the 2-vCPU VM of docs/performance.md
+// it reads ~0.05 µs in the hours its vCPUs are hyperthreads of one core and ~0.45-0.55 µs when
+// they are separate cores, and the read bandwidth follows (about 35-40 against 55-80 GB/s).
+double probe_handoff(ThreadPool& pool, int trips = 20000);
+
 // The vector extension probe_fma_peak used: "avx512f", "avx2" or "scalar".
 const char* probe_fma_isa();
 

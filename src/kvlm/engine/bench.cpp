@@ -122,20 +122,23 @@ Json end_profile(const BenchOptions& o, int steps) {
 // arithmetic rate swing by up to 2x within a minute (one run's opening FMA probe read 230 GFLOP/s
 // against 420-466 in the others), so each phase is stated against its own moment. A limit not
 // asked for stays 0.
+// The handoff between threads comes with the read bandwidth: not a limit, but what explains how
+// far below it a decode step of ~100 short parallel ops runs.
 struct Limits {
-  double read = 0, fma = 0, vnni = 0;
+  double read = 0, fma = 0, vnni = 0, handoff = 0;
 };
 
 Limits probe_limits(ThreadPool& pool, bool read, bool fma, bool vnni) {
   return {read ? probe_read_bandwidth(pool) : 0, fma ? probe_fma_peak(pool) : 0,
-          vnni ? probe_vnni_peak(pool) : 0};
+          vnni ? probe_vnni_peak(pool) : 0, read ? probe_handoff(pool) : 0};
 }
 
 // A phase's limit is the higher of its two probes: a probe that the host interrupts reads low (one
 // FMA probe read 109 GFLOP/s beside 390 after the same prefill, and their mean put that prefill at
 // 272% of the peak), and the higher one never overstates a phase's fraction of its limit.
 Limits best(const Limits& a, const Limits& b) {
-  return {std::max(a.read, b.read), std::max(a.fma, b.fma), std::max(a.vnni, b.vnni)};
+  return {std::max(a.read, b.read), std::max(a.fma, b.fma), std::max(a.vnni, b.vnni),
+          std::min(a.handoff, b.handoff)};
 }
 
 }  // namespace
@@ -295,8 +298,11 @@ Sample Phases::decode(int C) const {
     out.row["read_bandwidth_gbs_before_after"] = {before.read / 1e9, after.read / 1e9};
     out.row["bandwidth_limit_tokens_per_s"] = limit;
     out.row["fraction_of_bandwidth_limit"] = tps / limit;
+    out.row["handoff_us_before_after"] = {before.handoff * 1e6, after.handoff * 1e6};
     append(out.line, ", %.0f%% of the bandwidth limit (%.1f tok/s; read %.1f GB/s before, %.1f after)",
            100 * tps / limit, limit, before.read / 1e9, after.read / 1e9);
+    if (pool.size() > 1)
+      append(out.line, " [handoff %.2f us before, %.2f after]", before.handoff * 1e6, after.handoff * 1e6);
   } else {
     append_peaks(out, flops, before, after);
   }
@@ -350,12 +356,13 @@ Json run_bench(const BenchOptions& o) {
   out["threads"] = pool.size();
   if (o.probes) {  // the machine at the start of the run; each phase probes its own limit again
     const double bandwidth = probe_read_bandwidth(pool);
-    const double fma = probe_fma_peak(pool), vnni = probe_vnni_peak(pool);
+    const double fma = probe_fma_peak(pool), vnni = probe_vnni_peak(pool), handoff = probe_handoff(pool);
     out["probes"] = {{"read_bandwidth_gbs", bandwidth / 1e9}, {"fma_peak_gflops", fma / 1e9},
-                     {"fma_isa", probe_fma_isa()}, {"vnni_peak_gops", vnni / 1e9}};
+                     {"fma_isa", probe_fma_isa()}, {"vnni_peak_gops", vnni / 1e9},
+                     {"handoff_us", handoff * 1e6}};
     std::printf("probes (%d threads): read %.2f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), int8 VNNI "
-                "peak %.1f GOP/s\n", pool.size(), bandwidth / 1e9, fma / 1e9, probe_fma_isa(),
-                vnni / 1e9);
+                "peak %.1f GOP/s, handoff between threads %.2f us\n", pool.size(), bandwidth / 1e9,
+                fma / 1e9, probe_fma_isa(), vnni / 1e9, handoff * 1e6);
   }
 
   const auto t_load = Clock::now();
