@@ -13,8 +13,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kvlm/backend/cpu/linear_int8.h"
