@@ -315,13 +315,17 @@ void LinearPrefill(benchmark::State& state) {
 }
 BENCHMARK(LinearPrefill)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// Rows, then the weight's dtype: 0 f32 (as models load norm weights), 1 bf16 (widened per call).
 void RmsNorm(benchmark::State& state) {
   const Tensor x = random_f32({state.range(0), kIn}, 3);
-  Tensor wt = Tensor::empty({kIn}, DType::kBF16);
-  for (int64_t i = 0; i < kIn; ++i) wt.data<uint16_t>()[i] = f32_to_bf16(1.0f);
+  Tensor wt = Tensor::from_f32(std::vector<float>(size_t(kIn), 1.0f), {kIn});
+  if (state.range(1) == 1) {
+    wt = Tensor::empty({kIn}, DType::kBF16);
+    for (int64_t i = 0; i < kIn; ++i) wt.data<uint16_t>()[i] = f32_to_bf16(1.0f);
+  }
   for (auto _ : state) benchmark::DoNotOptimize(ops::rms_norm(x, wt, 1e-5f));
 }
-BENCHMARK(RmsNorm)->Arg(1)->Arg(128);
+BENCHMARK(RmsNorm)->Args({1, 0})->Args({1, 1})->Args({128, 0})->Args({128, 1});
 
 void GatedActivation(benchmark::State& state) {
   const Tensor g = random_f32({state.range(0), kOut}, 4), u = random_f32({state.range(0), kOut}, 5);
@@ -400,6 +404,33 @@ BENCHMARK(Attention)
     ->ArgsProduct({{1, 2}, {512}, {0}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// Decode attention as the model meets it: the sequence's keys and values cold in memory, since a
+// step streams every weight between two calls of the same layer. One f32 pool of 128 MB holds
+// sequences of `past` + 1 tokens in disjoint blocks; each call attends over the next. Args: past,
+// then 1 (cold, as above) or 0 (every call on the first sequence, warm in the caches: the same
+// work without the memory).
+void AttentionFromMemory(benchmark::State& state) {
+  const int64_t tokens = state.range(0) + 1, kBlock = 16, per_seq = (tokens + kBlock - 1) / kBlock;
+  const KVCodec codec(kv_passthrough_spec(DType::kF32), int(kHeadDim));
+  const int64_t row = int64_t(codec.key_row_bytes()), blocks = (int64_t(64) << 20) / (kBlock * kKVHeads * row);
+  const Tensor keys = Tensor::empty({blocks, kBlock, kKVHeads, row}, DType::kU8);
+  const Tensor values = Tensor::empty({blocks, kBlock, kKVHeads, row}, DType::kU8);
+  std::vector<std::vector<int32_t>> tables(size_t(blocks / per_seq));
+  const Tensor k = random_f32({tokens, kKVHeads, kHeadDim}, 10), v = random_f32({tokens, kKVHeads, kHeadDim}, 11);
+  for (size_t s = 0; s < tables.size(); ++s) {
+    for (int64_t b = 0; b < per_seq; ++b) tables[s].push_back(int32_t(int64_t(s) * per_seq + b));
+    ops::kv_write(k, v, {keys, values, &codec, tables[s]}, 0);
+  }
+  const Tensor q = random_f32({1, kHeads, kHeadDim}, 12);
+  const ops::AttentionParams p{0.125f, 0, ops::MatmulPath::kExact};
+  size_t next = 0;
+  for (auto _ : state) {
+    const ops::PagedKV kv = {keys, values, &codec, tables[state.range(1) ? next++ % tables.size() : 0]};
+    benchmark::DoNotOptimize(ops::attention(q, kv, tokens - 1, p));
+  }
+}
+BENCHMARK(AttentionFromMemory)->ArgsProduct({{128, 1024}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // One token from 32000 logits (a single thread). Arg: 0 greedy, 1 temperature 0.8 with top-p 0.9 and top-k 40.
 void Sample(benchmark::State& state) {

@@ -54,6 +54,12 @@ ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t o
   return copy;
 }
 
+// A norm's weight [n], widened to f32 once here rather than by every call of the norm (bit-exact:
+// every float dtype widens exactly).
+Tensor norm_weight(const Checkpoint& ck, const std::string& name, int64_t n) {
+  return Tensor::from_f32(ck.tensor_checked(name, {n}).to_f32_vector(), {n});
+}
+
 // MLX conversions of multimodal checkpoints nest the text model under "language_model.".
 std::string weight_prefix(const Checkpoint& ck) {
   for (const char* prefix : {"", "language_model."})
@@ -95,20 +101,20 @@ void Model::Impl::load_weights(ops::MatmulPath matmul, bool panels) {
   embed = load_linear(ckpt, p + "model.embed_tokens", c.vocab_size, H,
                       tied ? matmul : ops::MatmulPath::kExact, panels);
   head = tied ? embed : load_linear(ckpt, p + "lm_head", c.vocab_size, H, matmul, panels);
-  final_norm = ckpt.tensor_checked(p + "model.norm.weight", {H});
+  final_norm = norm_weight(ckpt, p + "model.norm.weight", H);
   const float scale = float(std::pow(double(c.head_dim), -0.5));
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string l = p + "model.layers." + std::to_string(i) + ".";
     LayerWeights w;
-    w.input_norm = ckpt.tensor_checked(l + "input_layernorm.weight", {H});
-    w.post_attention_norm = ckpt.tensor_checked(l + "post_attention_layernorm.weight", {H});
+    w.input_norm = norm_weight(ckpt, l + "input_layernorm.weight", H);
+    w.post_attention_norm = norm_weight(ckpt, l + "post_attention_layernorm.weight", H);
     w.q = load_linear(ckpt, l + "self_attn.q_proj", q_out, H, matmul, panels);
     w.k = load_linear(ckpt, l + "self_attn.k_proj", kv_out, H, matmul, panels);
     w.v = load_linear(ckpt, l + "self_attn.v_proj", kv_out, H, matmul, panels);
     w.o = load_linear(ckpt, l + "self_attn.o_proj", H, q_out, matmul, panels);
     if (c.qk_norm) {
-      w.q_norm = ckpt.tensor_checked(l + "self_attn.q_norm.weight", {c.head_dim});
-      w.k_norm = ckpt.tensor_checked(l + "self_attn.k_norm.weight", {c.head_dim});
+      w.q_norm = norm_weight(ckpt, l + "self_attn.q_norm.weight", c.head_dim);
+      w.k_norm = norm_weight(ckpt, l + "self_attn.k_norm.weight", c.head_dim);
     }
     w.gate = load_linear(ckpt, l + "mlp.gate_proj", I, H, matmul, panels);
     w.up = load_linear(ckpt, l + "mlp.up_proj", I, H, matmul, panels);

@@ -187,11 +187,7 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     for (int g = 0; g < group; ++g) vector_math().exp_shifted(s + size_t(g) * ns, n, out.m[g]);
     reduce_heads(s, ns, n, group, 0.0f, [](float l, float x) { return l + x; }, out.l);
     // The value weights w = p / l, once per (head, key).
-    for (int g = 0; g < group; ++g) {
-      float* sg = s + size_t(g) * ns;
-      const float l = out.l[g];
-      for (int64_t j = 0; j < n; ++j) sg[j] /= l;
-    }
+    for (int g = 0; g < group; ++g) vector_math().divide(s + size_t(g) * ns, n, out.l[g]);
     std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
   }
   const auto accumulate = codes ? ops.accumulate_fused : ops.accumulate_block;

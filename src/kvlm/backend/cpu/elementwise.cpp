@@ -23,6 +23,17 @@ constexpr size_t kRowGrain = 8;
 // Elements per parallel task for elementwise ops with transcendental functions.
 constexpr size_t kElementGrain = 4096;
 
+// The norm's multipliers as f32: an f32 llama weight in place (models widen theirs once, at load);
+// any other dtype widened, and 1+w formed, per call.
+const float* norm_multipliers(const Tensor& weight, NormWeight kind, std::vector<float>& widened) {
+  if (weight.dtype() == DType::kF32 && kind == NormWeight::kPlain) return weight.data<float>();
+  widened.resize(size_t(weight.numel()));
+  cpu::widen(weight, 0, weight.numel(), widened.data());
+  if (kind == NormWeight::kOnePlus)
+    for (float& v : widened) v = 1.0f + v;
+  return widened.data();
+}
+
 }  // namespace
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kind) {
@@ -32,21 +43,14 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kin
   const int64_t rows = x.dim(0), n = x.dim(1);
   check(weight.numel() == n,
         [&] { return "rms_norm: weight " + weight.describe() + " does not match rows of " + std::to_string(n); });
-  std::vector<float> w(static_cast<size_t>(n));
-  cpu::widen(weight, 0, n, w.data());
-  if (kind == NormWeight::kOnePlus)
-    for (float& v : w) v = 1.0f + v;
+  std::vector<float> widened;
+  const float* w = norm_multipliers(weight, kind, widened);
   Tensor out = Tensor::empty(x.shape(), DType::kF32);
   const float* xp = x.data<float>();
   float* op = out.data<float>();
+  const auto norm_row = cpu::vector_math().rms_norm_row;
   thread_pool().parallel_for(size_t(rows), kRowGrain, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) {
-      const float* xr = xp + int64_t(r) * n;
-      float* yr = op + int64_t(r) * n;
-      const float mean_sq = cpu::dot(xr, xr, n) / float(n);
-      const float inv = 1.0f / std::sqrt(mean_sq + eps);
-      for (int64_t i = 0; i < n; ++i) yr[i] = w[size_t(i)] * (xr[i] * inv);
-    }
+    for (size_t r = b; r < e; ++r) norm_row(xp + int64_t(r) * n, w, n, eps, op + int64_t(r) * n);
   });
   return out;
 }

@@ -214,5 +214,9 @@ int linear_token_group_avx2(int64_t T, const ops::Weight& w) { return token_grou
 float dot_avx2(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
 void exp_shifted_avx2(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
 void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }
+void rms_norm_row_avx2(const float* x, const float* w, int64_t n, float eps, float* y) {
+  rms_norm_row_simd(x, w, n, eps, y);
+}
+void divide_avx2(float* x, int64_t n, float d) { divide_simd(x, n, d); }
 
 }  // namespace kvlm::cpu

@@ -39,10 +39,21 @@ void silu_mul_portable(const float* g, const float* u, float* o, int64_t n) {
   for (int64_t i = 0; i < n; ++i) o[i] = (g[i] / (1.0f + exp_portable(-g[i]))) * u[i];
 }
 
+void rms_norm_row_portable(const float* x, const float* w, int64_t n, float eps, float* y) {
+  const float inv = 1.0f / std::sqrt(dot_portable(x, x, n) / float(n) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * inv);
+}
+
+void divide_portable(float* x, int64_t n, float d) {
+  for (int64_t i = 0; i < n; ++i) x[i] /= d;
+}
+
 const VectorMathKernels& vector_math(Isa isa) {
-  static constexpr VectorMathKernels kPortable = {exp_shifted_portable, silu_mul_portable};
-  static constexpr VectorMathKernels kAvx2 = {exp_shifted_avx2, silu_mul_avx2};
-  static constexpr VectorMathKernels kAvx512 = {exp_shifted_avx512, silu_mul_avx512};
+  static constexpr VectorMathKernels kPortable = {exp_shifted_portable, silu_mul_portable,
+                                                  rms_norm_row_portable, divide_portable};
+  static constexpr VectorMathKernels kAvx2 = {exp_shifted_avx2, silu_mul_avx2, rms_norm_row_avx2, divide_avx2};
+  static constexpr VectorMathKernels kAvx512 = {exp_shifted_avx512, silu_mul_avx512, rms_norm_row_avx512,
+                                                divide_avx512};
   switch (isa) {
     case Isa::kAvx512: return kAvx512;
     case Isa::kAvx2: return kAvx2;

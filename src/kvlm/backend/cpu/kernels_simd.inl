@@ -555,5 +555,20 @@ KVLM_TARGET void silu_mul_simd(const float* g, const float* u, float* o, int64_t
   for (; i < n; ++i) o[i] = (g[i] / (1.0f + exp_portable(-g[i]))) * u[i];
 }
 
+KVLM_TARGET void rms_norm_row_simd(const float* x, const float* w, int64_t n, float eps, float* y) {
+  const float inv = 1.0f / std::sqrt(dot_simd(x, x, n) / float(n) + eps);
+  const Vec s = Vec::set1(inv);
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) Vec::mul(Vec::load(w + i), Vec::mul(Vec::load(x + i), s)).store(y + i);
+  for (; i < n; ++i) y[i] = w[i] * (x[i] * inv);
+}
+
+KVLM_TARGET void divide_simd(float* x, int64_t n, float d) {
+  const Vec dv = Vec::set1(d);
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) Vec::div(Vec::load(x + i), dv).store(x + i);
+  for (; i < n; ++i) x[i] /= d;
+}
+
 }  // namespace
 }  // namespace kvlm::cpu

@@ -38,14 +38,20 @@ void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Ac
   }
 }
 
+Int8Acts::Int8Acts(int64_t T, int64_t width, int group_size) : in(width), groups(width / group_size) {
+  // The codes first, then d, sx and base from the next cache line.
+  const size_t codes = size_t(T * in), params = size_t(T * groups);
+  const size_t codes_bytes = (codes + 63) / 64 * 64;
+  storage_ = std::make_unique<std::byte[]>(codes_bytes + 3 * params * 4);  // zeroed
+  std::byte* p = storage_.get();
+  q = {reinterpret_cast<int8_t*>(p), codes};
+  d = {reinterpret_cast<float*>(p + codes_bytes), params};
+  sx = {d.data() + params, params};
+  base = {reinterpret_cast<int32_t*>(sx.data() + params), params};
+}
+
 Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int group_size, int bits) {
-  Int8Acts a;
-  a.in = in;
-  a.groups = in / group_size;
-  a.q.assign(size_t(T * in), 0);
-  a.d.assign(size_t(T * a.groups), 0.0f);
-  a.sx.assign(size_t(T * a.groups), 0.0f);
-  a.base.assign(size_t(T * a.groups), 0);
+  Int8Acts a(T, in, group_size);
   const QuantizeInt8RowFn quantize = int8_kernels(isa).quantize;
   ops::thread_pool().parallel_for(size_t(T), 1, [&](size_t b, size_t e) {
     for (size_t t = b; t < e; ++t) quantize(x + int64_t(t) * in, group_size, bits, a, int64_t(t));

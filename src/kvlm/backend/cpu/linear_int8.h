@@ -35,6 +35,7 @@
 // (int8_act_index).
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -106,13 +107,20 @@ Int8Group quantize_int8_group(const float* x, int64_t n, Store store) {
   return g;
 }
 
-// The quantized activations of T token rows for one weight's group size and code width.
+// The quantized activations of T token rows for one weight's group size and code width, zeroed
+// by the constructor. The four arrays share one allocation: a decode step quantizes activations
+// about a hundred times, and the larger arrays went through the allocator's slow path.
 struct Int8Acts {
-  std::vector<int8_t> q;      // [T, in]: token t's xq_i at q[t * in + int8_act_index(i)]
-  std::vector<float> d, sx;   // [T, groups]
-  std::vector<int32_t> base;  // [T, groups]: -m * (the group's sum of xq_i): started from it, the
-                              // SIMD kernels' sums of code_i * xq_i are the P_g of the formula
+  Int8Acts(int64_t T, int64_t width, int group_size);
+
+  std::span<int8_t> q;      // [T, in]: token t's xq_i at q[t * in + int8_act_index(i)]
+  std::span<float> d, sx;   // [T, groups]
+  std::span<int32_t> base;  // [T, groups]: -m * (the group's sum of xq_i): started from it, the
+                            // SIMD kernels' sums of code_i * xq_i are the P_g of the formula
   int64_t in = 0, groups = 0;
+
+ private:
+  std::unique_ptr<std::byte[]> storage_;
 };
 
 // Quantizes token t of `a` (sized by quantize_int8_acts) from x, that token's `in` values.

@@ -1,5 +1,6 @@
 #pragma once
-// exp and the functions built on it, for softmax and SiLU. std::exp has no vector form, so kvlm
+// Row kernels of the elementwise ops: exp and the functions built on it (softmax, SiLU), and the
+// RMSNorm of one row. std::exp has no vector form, so kvlm
 // defines exp by one fixed sequence of operations (Cody-Waite reduction by ln 2, a degree-6
 // polynomial evaluated with fma, scaling by 2^n through the exponent bits) that the portable
 // scalar code and the AVX2 / AVX-512 code all perform identically: every path gives the same bits.
@@ -47,10 +48,20 @@ void exp_shifted_avx512(float* x, int64_t n, float shift);
 void silu_mul_portable(const float* g, const float* u, float* o, int64_t n);
 void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n);
 void silu_mul_avx512(const float* g, const float* u, float* o, int64_t n);
+// y[i] = w[i] * (x[i] * (1 / sqrt(dot(x, x) / n + eps))), the sum of squares in dot's order.
+void rms_norm_row_portable(const float* x, const float* w, int64_t n, float eps, float* y);
+void rms_norm_row_avx2(const float* x, const float* w, int64_t n, float eps, float* y);
+void rms_norm_row_avx512(const float* x, const float* w, int64_t n, float eps, float* y);
+// x[i] /= d (not x[i] * (1/d), which rounds differently).
+void divide_portable(float* x, int64_t n, float d);
+void divide_avx2(float* x, int64_t n, float d);
+void divide_avx512(float* x, int64_t n, float d);
 
 struct VectorMathKernels {
   void (*exp_shifted)(float* x, int64_t n, float shift);
   void (*silu_mul)(const float* g, const float* u, float* o, int64_t n);
+  void (*rms_norm_row)(const float* x, const float* w, int64_t n, float eps, float* y);
+  void (*divide)(float* x, int64_t n, float d);
 };
 const VectorMathKernels& vector_math(Isa isa);
 // The kernels of cpu_isa().
