@@ -405,17 +405,19 @@ BENCHMARK(Attention)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-// Decode attention as the model meets it: the sequence's keys and values cold in memory, since a
+// Decode attention as the model meets it: the sequences' keys and values cold in memory, since a
 // step streams every weight between two calls of the same layer. One f32 pool of 128 MB holds
-// sequences of `past` + 1 tokens in disjoint blocks; each call attends over the next. Args: past,
-// then 1 (cold, as above) or 0 (every call on the first sequence, warm in the caches: the same
-// work without the memory).
+// sequences of `past` + 1 tokens in disjoint blocks; each call attends over the next ones. Args:
+// past, sequences per call (ops::attention_batch), then 1 (cold, as above) or 0 (every call on the
+// first sequences, warm in the caches: the same work without the memory).
 void AttentionFromMemory(benchmark::State& state) {
   const int64_t tokens = state.range(0) + 1, kBlock = 16, per_seq = (tokens + kBlock - 1) / kBlock;
+  const size_t batch = size_t(state.range(1));
   const KVCodec codec(kv_passthrough_spec(DType::kF32), int(kHeadDim));
   const int64_t row = int64_t(codec.key_row_bytes()), blocks = (int64_t(64) << 20) / (kBlock * kKVHeads * row);
-  const Tensor keys = Tensor::empty({blocks, kBlock, kKVHeads, row}, DType::kU8);
-  const Tensor values = Tensor::empty({blocks, kBlock, kKVHeads, row}, DType::kU8);
+  // On huge pages, as the model's KV pool.
+  const Tensor keys = Tensor::empty_streamed({blocks, kBlock, kKVHeads, row}, DType::kU8);
+  const Tensor values = Tensor::empty_streamed({blocks, kBlock, kKVHeads, row}, DType::kU8);
   std::vector<std::vector<int32_t>> tables(size_t(blocks / per_seq));
   const Tensor k = random_f32({tokens, kKVHeads, kHeadDim}, 10), v = random_f32({tokens, kKVHeads, kHeadDim}, 11);
   for (size_t s = 0; s < tables.size(); ++s) {
@@ -424,13 +426,17 @@ void AttentionFromMemory(benchmark::State& state) {
   }
   const Tensor q = random_f32({1, kHeads, kHeadDim}, 12);
   const ops::AttentionParams p{0.125f, 0, ops::MatmulPath::kExact};
+  std::vector<ops::AttentionSequence> seqs;
   size_t next = 0;
   for (auto _ : state) {
-    const ops::PagedKV kv = {keys, values, &codec, tables[state.range(1) ? next++ % tables.size() : 0]};
-    benchmark::DoNotOptimize(ops::attention(q, kv, tokens - 1, p));
+    seqs.clear();
+    if (!state.range(2)) next = 0;
+    for (size_t i = 0; i < batch; ++i, ++next)
+      seqs.push_back({q, {keys, values, &codec, tables[next % tables.size()]}, tokens - 1});
+    benchmark::DoNotOptimize(ops::attention_batch(seqs, p));
   }
 }
-BENCHMARK(AttentionFromMemory)->ArgsProduct({{128, 1024}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(AttentionFromMemory)->ArgsProduct({{128, 1024}, {1, 8}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // One token from 32000 logits (a single thread). Arg: 0 greedy, 1 temperature 0.8 with top-p 0.9 and top-k 40.
 void Sample(benchmark::State& state) {
