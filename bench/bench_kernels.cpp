@@ -406,15 +406,17 @@ BENCHMARK(Attention)
     ->Unit(benchmark::kMillisecond);
 
 // Decode attention as the model meets it: the sequences' keys and values cold in memory, since a
-// step streams every weight between two calls of the same layer. One f32 pool of 128 MB holds
-// sequences of `past` + 1 tokens in disjoint blocks; each call attends over the next ones. Args:
-// past, sequences per call (ops::attention_batch), then 1 (cold, as above) or 0 (every call on the
-// first sequences, warm in the caches: the same work without the memory).
+// step streams every weight between two calls of the same layer. An f32 pool holds sequences of
+// `past` + 1 tokens in disjoint blocks; each call attends over the next ones. Args: past,
+// sequences per call (ops::attention_batch), then the pool's MB of keys (as many of values): 64,
+// from memory; 8, from the 32 MB L3 (every sequence fits it); 0, every call on the first
+// sequences, warm in L1/L2.
 void AttentionFromMemory(benchmark::State& state) {
   const int64_t tokens = state.range(0) + 1, kBlock = 16, per_seq = (tokens + kBlock - 1) / kBlock;
   const size_t batch = size_t(state.range(1));
   const KVCodec codec(kv_passthrough_spec(DType::kF32), int(kHeadDim));
-  const int64_t row = int64_t(codec.key_row_bytes()), blocks = (int64_t(64) << 20) / (kBlock * kKVHeads * row);
+  const int64_t pool_mb = std::max<int64_t>(state.range(2), 8);
+  const int64_t row = int64_t(codec.key_row_bytes()), blocks = (pool_mb << 20) / (kBlock * kKVHeads * row);
   // On huge pages, as the model's KV pool.
   const Tensor keys = Tensor::empty_streamed({blocks, kBlock, kKVHeads, row}, DType::kU8);
   const Tensor values = Tensor::empty_streamed({blocks, kBlock, kKVHeads, row}, DType::kU8);
@@ -430,13 +432,13 @@ void AttentionFromMemory(benchmark::State& state) {
   size_t next = 0;
   for (auto _ : state) {
     seqs.clear();
-    if (!state.range(2)) next = 0;
+    if (state.range(2) == 0) next = 0;
     for (size_t i = 0; i < batch; ++i, ++next)
       seqs.push_back({q, {keys, values, &codec, tables[next % tables.size()]}, tokens - 1});
     benchmark::DoNotOptimize(ops::attention_batch(seqs, p));
   }
 }
-BENCHMARK(AttentionFromMemory)->ArgsProduct({{128, 1024}, {1, 8}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(AttentionFromMemory)->ArgsProduct({{128, 1024}, {1, 8}, {0, 8, 64}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // One token from 32000 logits (a single thread). Arg: 0 greedy, 1 temperature 0.8 with top-p 0.9 and top-k 40.
 void Sample(benchmark::State& state) {
