@@ -55,14 +55,16 @@ TEST(VectorMath, EveryIsaEqualsPortable) {
   for (float& v : u) v = d(rng);
   // The norm and the division over the finite values, at a length that is no multiple of 16.
   const int64_t n = 1001;
-  std::vector<float> want_exp = x, want_silu(x.size()), want_norm(static_cast<size_t>(n)), want_div(u.begin(), u.begin() + n);
+  std::vector<float> want_exp = x, want_silu(x.size()), want_norm(static_cast<size_t>(n));
+  std::vector<float> want_div(u.begin(), u.begin() + n);
   vector_math(Isa::kPortable).exp_shifted(want_exp.data(), int64_t(x.size()), 1.5f);
   vector_math(Isa::kPortable).silu_mul(x.data(), u.data(), want_silu.data(), int64_t(x.size()));
   vector_math(Isa::kPortable).rms_norm_row(x.data(), u.data(), n, 1e-6f, want_norm.data());
   vector_math(Isa::kPortable).divide(want_div.data(), n, 3.7f);
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
-    std::vector<float> got_exp = x, got_silu(x.size()), got_norm(static_cast<size_t>(n)), got_div(u.begin(), u.begin() + n);
+    std::vector<float> got_exp = x, got_silu(x.size()), got_norm(static_cast<size_t>(n));
+    std::vector<float> got_div(u.begin(), u.begin() + n);
     vector_math(isa).exp_shifted(got_exp.data(), int64_t(x.size()), 1.5f);
     vector_math(isa).silu_mul(x.data(), u.data(), got_silu.data(), int64_t(x.size()));
     vector_math(isa).rms_norm_row(x.data(), u.data(), n, 1e-6f, got_norm.data());
