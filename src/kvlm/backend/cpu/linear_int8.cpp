@@ -42,7 +42,8 @@ Int8Acts::Int8Acts(int64_t T, int64_t width, int group_size) : in(width), groups
   // The codes first, then d, sx and base from the next cache line.
   const size_t codes = size_t(T * in), params = size_t(T * groups);
   const size_t codes_bytes = (codes + 63) / 64 * 64;
-  storage_ = std::make_unique<std::byte[]>(codes_bytes + 3 * params * 4);  // zeroed
+  static_assert(sizeof(float) == sizeof(int32_t));
+  storage_ = std::make_unique<std::byte[]>(codes_bytes + 3 * params * sizeof(float));  // zeroed
   std::byte* p = storage_.get();
   q = {reinterpret_cast<int8_t*>(p), codes};
   d = {reinterpret_cast<float*>(p + codes_bytes), params};
