@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/base/half.h"
 #include "kvlm/base/probes.h"
@@ -404,6 +405,44 @@ BENCHMARK(Attention)
     ->ArgsProduct({{1, 2}, {512}, {0}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// One decode task alone, warm, on the calling thread: cpu::attention_chunk for the 7 query heads
+// of one kv head over `keys` positions of one chunk, without the pool round, the task list and the
+// merge that ops::attention adds. Against its arithmetic (7 x keys x 64 fmas for the scores and as
+// many for the value sums) it shows the task's own overheads. Args: codec (as Attention), keys.
+void AttentionTask(benchmark::State& state) {
+  const int64_t keys = state.range(1);
+  const PagedCache cache(codec_spec(state.range(0)), keys);
+  const int group = int(kHeads / kKVHeads);
+  const Tensor q = random_f32({1, group, kHeadDim}, 12);
+  const cpu::AttentionRowOps row_ops = cpu::attention_row_ops(cache.codec);
+  const cpu::KVRows rows = {cache.keys.data<uint8_t>(), cache.values.data<uint8_t>(),
+                            cache.codec.key_row_bytes(), cache.codec.value_row_bytes(),
+                            cache.table.data(), cache.keys.dim(1), kKVHeads, 0};
+  std::vector<float> scratch, out(size_t(group) * size_t(kHeadDim + 2));
+  float* o = out.data();
+  for (auto _ : state) {
+    cpu::attention_chunk(row_ops, cache.codec, rows, q.data<float>(), group, 0.125f, 0, keys,
+                         {o + 2 * group, o, o + group}, scratch);
+    benchmark::DoNotOptimize(o);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * double(group * keys * kHeadDim) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(AttentionTask)->ArgsProduct({{3, 0}, {129, 256}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// A decode call at 128 keys (two tasks, one per kv head) on a pool of 1 or 2 threads: what the
+// second thread buys once the pool round and the worker's first touches are paid. Arg: threads.
+void AttentionOnPool(benchmark::State& state) {
+  ThreadPool pool(int(state.range(0)));
+  ops::set_thread_pool(&pool);
+  const PagedCache cache(codec_spec(3), 129);
+  const Tensor q = random_f32({1, kHeads, kHeadDim}, 12);
+  const ops::AttentionParams p{0.125f, 0, ops::MatmulPath::kExact};
+  for (auto _ : state) benchmark::DoNotOptimize(ops::attention(q, cache.view(), 128, p));
+  ops::set_thread_pool(nullptr);
+}
+BENCHMARK(AttentionOnPool)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Decode attention as the model meets it: the sequences' keys and values cold in memory, since a
 // step streams every weight between two calls of the same layer. An f32 pool holds sequences of

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "kvlm/base/host_memory.h"
 #include "kvlm/base/thread_pool.h"
@@ -42,6 +44,16 @@ TEST(Probes, ReadBandwidthIsPositiveOnEveryPoolSize) {
     ThreadPool pool(threads);
     EXPECT_GT(probe_read_bandwidth(pool, size_t(1) << 20, 1), 0.0) << threads << " threads";
   }
+}
+
+TEST(Probes, ThreadSpeedsAreFractionsOfTheFastest) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "the FMA loop needs AVX2";
+  ThreadPool one(1), three(3);
+  EXPECT_EQ(probe_thread_speeds(one), std::vector<double>{1.0});
+  const std::vector<double> speeds = probe_thread_speeds(three);
+  ASSERT_EQ(speeds.size(), 3u);
+  for (double s : speeds) EXPECT_TRUE(s > 0 && s <= 1) << s;
+  EXPECT_EQ(*std::max_element(speeds.begin(), speeds.end()), 1.0);
 }
 
 TEST(Probes, HandoffIsMeasuredBetweenTwoThreadsOnly) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
 # there and positive, each phase carries the probes taken around it (read bandwidth and the
-# handoff between threads for concurrency 1, the FMA peak for prefill and batches, and on the int8
+# handoff between threads and their relative speeds for concurrency 1, the FMA peak for prefill and batches, and on the int8
 # path the VNNI peak too), each limit is the higher of its two probes, --repeat reports the median
 # of interleaved rounds, and bad options name the problem. $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
@@ -9,7 +9,7 @@ source "$(dirname "$0")/cli_test_lib.sh"
 
 "$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1,2 --json "$tmp/report.json" \
   >"$tmp/out" 2>"$tmp/err" || fail "bench failed: $(cat "$tmp/err")"
-grep -Eq '^decode concurrency  1 \(context 8\): .* of the bandwidth limit \(.*; read .* GB/s before, .* after\)( \[handoff .* us before, .* after\])?$' \
+grep -Eq '^decode concurrency  1 \(context 8\): .* of the bandwidth limit \(.*; read .* GB/s before, .* after\)( \[handoff .* us before, .* after; thread speeds [0-9./]+ before, [0-9./]+ after\])?$' \
   "$tmp/out" || fail "no bracketed bandwidth limit in: $(cat "$tmp/out")"
 node - "$tmp/report.json" <<'JS' || fail "report: $(cat "$tmp/report.json")"
 const assert = require("assert");
@@ -25,6 +25,9 @@ assert(before > 0 && after > 0 && one.fraction_of_bandwidth_limit > 0);
 // The handoff between threads is probed with the bandwidth (0 when the pool has one thread).
 assert(r.probes.handoff_us >= 0 && one.handoff_us_before_after.every((us) => us >= 0));
 assert((r.threads > 1) === (r.probes.handoff_us > 0));
+// So are the threads' speeds, each a fraction of the fastest's (1 for it).
+const speeds = [r.probes.thread_speeds, ...one.thread_speeds_before_after];
+assert(speeds.every((s) => s.length === r.threads && s.every((x) => x > 0 && x <= 1) && s.includes(1)));
 assert(!("read_bandwidth_gbs_before_after" in two) && two.fraction_of_fma_peak > 0);
 assert(two.fma_peak_gflops_before_after.length === 2 && !("fma_peak_gflops_before_after" in one));
 assert(!("vnni_peak_gops_before_after" in two));

@@ -185,6 +185,21 @@ double probe_fma_peak(ThreadPool& pool) {
   return double(pool.size()) * double(kPeakIterations / 4) * 12 * lanes * 2 / s;
 }
 
+std::vector<double> probe_thread_speeds(ThreadPool& pool) {
+  const bool wide = has("avx512f");
+  if (!wide && !has("avx2")) return {};
+  std::vector<double> seconds(size_t(pool.size()), 0.0);
+  pool.on_every_thread([&](int t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    g_sink_f = wide ? fma_loop_avx512(kPeakIterations / 8) : fma_loop_avx2(kPeakIterations / 8);
+    seconds[size_t(t)] = seconds_since(t0);
+  });
+  const double fastest = *std::min_element(seconds.begin(), seconds.end());
+  std::vector<double> speeds;
+  for (double s : seconds) speeds.push_back(fastest / s);
+  return speeds;
+}
+
 double probe_vnni_peak(ThreadPool& pool) {
   const bool wide = has("avx512vnni");
   if (!wide && !has("avxvnni")) return 0;

@@ -4,6 +4,7 @@
 // decode: arithmetic peak).
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace kvlm {
 
@@ -32,6 +33,13 @@ double probe_vnni_peak(ThreadPool& pool);
 // it reads ~0.05 µs in the hours its vCPUs are hyperthreads of one core and ~0.45-0.55 µs when
 // they are separate cores, and the read bandwidth follows (about 35-40 against 55-80 GB/s).
 double probe_handoff(ThreadPool& pool, int trips = 20000);
+
+// Each pool thread's FMA rate while every thread runs the FMA loop at once, as a fraction of the
+// fastest thread's (1 for it); empty without AVX2 (the loop's ISA). The 2-vCPU VM's vCPUs do not always
+// run at one speed: with another tenant on a sibling hyperthread one of them computes 30-45%
+// slower for minutes at a time, and then an op whose threads each hold one indivisible task (a
+// decode attention call at concurrency 1: one task per kv head) runs at the slower one's pace.
+std::vector<double> probe_thread_speeds(ThreadPool& pool);
 
 // The vector extension probe_fma_peak used: "avx512f", "avx2" or "scalar".
 const char* probe_fma_isa();

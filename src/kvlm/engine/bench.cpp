@@ -121,23 +121,25 @@ Json end_profile(const BenchOptions& o, int steps) {
 // The limits that bound a phase, probed right before and right after it: this VM's bandwidth and
 // arithmetic rate swing by up to 2x within a minute (one run's opening FMA probe read 230 GFLOP/s
 // against 420-466 in the others), so each phase is stated against its own moment. A limit not
-// asked for stays 0. The handoff between threads is probed with the read bandwidth and reported
-// beside it: not a limit, but what explains how far below it a decode step of ~100 short
-// parallel ops runs.
+// asked for stays 0. The handoff between threads and the threads' relative speeds are probed with
+// the read bandwidth and reported beside it: not limits, but what explains how far below it a
+// decode step of ~100 short parallel ops runs.
 struct Limits {
   double read = 0, fma = 0, vnni = 0, handoff = 0;
+  std::vector<double> speeds;
 };
 
 Limits probe_limits(ThreadPool& pool, bool read, bool fma, bool vnni) {
   return {read ? probe_read_bandwidth(pool) : 0, fma ? probe_fma_peak(pool) : 0,
-          vnni ? probe_vnni_peak(pool) : 0, read ? probe_handoff(pool) : 0};
+          vnni ? probe_vnni_peak(pool) : 0, read ? probe_handoff(pool) : 0,
+          read ? probe_thread_speeds(pool) : std::vector<double>{}};
 }
 
 // A phase's limit is the higher of its two probes: a probe that the host interrupts reads low (one
 // FMA probe read 109 GFLOP/s beside 390 after the same prefill, and their mean put that prefill at
 // 272% of the peak), and the higher one never overstates a phase's fraction of its limit.
 Limits best(const Limits& a, const Limits& b) {
-  return {std::max(a.read, b.read), std::max(a.fma, b.fma), std::max(a.vnni, b.vnni)};
+  return {std::max(a.read, b.read), std::max(a.fma, b.fma), std::max(a.vnni, b.vnni), 0, {}};
 }
 
 }  // namespace
@@ -218,6 +220,13 @@ void report(const BenchOptions& o, Sample& s, int steps) {
 
 // Appends the arithmetic rate's fraction of each peak probed around the phase (none without probes;
 // the VNNI peak only where it was probed, on the int8 path) to the phase's line and row.
+// "1.00/0.71": each thread's speed as a fraction of the fastest's.
+std::string speeds_text(const std::vector<double>& speeds) {
+  std::string text;
+  for (double s : speeds) append(text, "%s%.2f", text.empty() ? "" : "/", s);
+  return text;
+}
+
 void append_peaks(Sample& out, double flops_per_s, const Limits& before, const Limits& after) {
   const Limits limit = best(before, after);
   const double fma = limit.fma, vnni = limit.vnni;
@@ -298,10 +307,13 @@ Sample Phases::decode(int C) const {
     out.row["bandwidth_limit_tokens_per_s"] = limit;
     out.row["fraction_of_bandwidth_limit"] = tps / limit;
     out.row["handoff_us_before_after"] = {before.handoff * 1e6, after.handoff * 1e6};
+    out.row["thread_speeds_before_after"] = {before.speeds, after.speeds};
     append(out.line, ", %.0f%% of the bandwidth limit (%.1f tok/s; read %.1f GB/s before, %.1f after)",
            100 * tps / limit, limit, before.read / 1e9, after.read / 1e9);
     if (pool.size() > 1)
-      append(out.line, " [handoff %.2f us before, %.2f after]", before.handoff * 1e6, after.handoff * 1e6);
+      append(out.line, " [handoff %.2f us before, %.2f after; thread speeds %s before, %s after]",
+             before.handoff * 1e6, after.handoff * 1e6, speeds_text(before.speeds).c_str(),
+             speeds_text(after.speeds).c_str());
   } else {
     append_peaks(out, flops, before, after);
   }
@@ -356,12 +368,14 @@ Json run_bench(const BenchOptions& o) {
   if (o.probes) {  // the machine at the start of the run; each phase probes its own limit again
     const double bandwidth = probe_read_bandwidth(pool);
     const double fma = probe_fma_peak(pool), vnni = probe_vnni_peak(pool), handoff = probe_handoff(pool);
+    const std::vector<double> speeds = probe_thread_speeds(pool);
     out["probes"] = {{"read_bandwidth_gbs", bandwidth / 1e9}, {"fma_peak_gflops", fma / 1e9},
                      {"fma_isa", probe_fma_isa()}, {"vnni_peak_gops", vnni / 1e9},
-                     {"handoff_us", handoff * 1e6}};
+                     {"handoff_us", handoff * 1e6}, {"thread_speeds", speeds}};
     std::printf("probes (%d threads): read %.2f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), int8 VNNI "
-                "peak %.1f GOP/s, handoff between threads %.2f us\n", pool.size(), bandwidth / 1e9,
-                fma / 1e9, probe_fma_isa(), vnni / 1e9, handoff * 1e6);
+                "peak %.1f GOP/s, handoff between threads %.2f us, thread speeds %s\n", pool.size(),
+                bandwidth / 1e9, fma / 1e9, probe_fma_isa(), vnni / 1e9, handoff * 1e6,
+                speeds_text(speeds).c_str());
   }
 
   const auto t_load = Clock::now();
