@@ -92,7 +92,9 @@ Runner setup(CLI::App& sub) {
       "with --matmul int8 on quantized weights also against the int8 VNNI peak; each limit is "
       "probed right before and right after the phase it bounds, and the higher probe is used. "
       "Concurrency 1 also reports the round trip of a cache line between two pool threads (the "
-      "handoff every parallel op pays a few times), which explains how close decode gets.");
+      "handoff every parallel op pays a few times) and each thread's arithmetic speed as a "
+      "fraction of the fastest's (a parallel op waits for its slowest thread), which explain "
+      "how close decode gets.");
   return [a] { return run(*a); };
 }
 
