@@ -35,10 +35,10 @@ double probe_vnni_peak(ThreadPool& pool);
 double probe_handoff(ThreadPool& pool, int trips = 20000);
 
 // Each pool thread's FMA rate while every thread runs the FMA loop at once, as a fraction of the
-// fastest thread's (1 for it); empty without AVX2 (the loop's ISA). The 2-vCPU VM's vCPUs do not always
-// run at one speed: with another tenant on a sibling hyperthread one of them computes 30-45%
-// slower for minutes at a time, and then an op whose threads each hold one indivisible task (a
-// decode attention call at concurrency 1: one task per kv head) runs at the slower one's pace.
+// fastest thread's (1 for it); empty without AVX2 (the loop's ISA). The 2-vCPU VM's vCPUs do not
+// always run at one speed: for minutes at a time one of them computes 30-45% slower (the host's
+// other load, presumably), and then an op whose threads each hold one indivisible task (a decode
+// attention call at concurrency 1: one task per kv head) runs at the slower one's pace.
 std::vector<double> probe_thread_speeds(ThreadPool& pool);
 
 // The vector extension probe_fma_peak used: "avx512f", "avx2" or "scalar".

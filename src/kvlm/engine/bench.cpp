@@ -218,8 +218,6 @@ void report(const BenchOptions& o, Sample& s, int steps) {
   std::fflush(stdout);
 }
 
-// Appends the arithmetic rate's fraction of each peak probed around the phase (none without probes;
-// the VNNI peak only where it was probed, on the int8 path) to the phase's line and row.
 // "1.00/0.71": each thread's speed as a fraction of the fastest's.
 std::string speeds_text(const std::vector<double>& speeds) {
   std::string text;
@@ -227,6 +225,8 @@ std::string speeds_text(const std::vector<double>& speeds) {
   return text;
 }
 
+// Appends the arithmetic rate's fraction of each peak probed around the phase (none without probes;
+// the VNNI peak only where it was probed, on the int8 path) to the phase's line and row.
 void append_peaks(Sample& out, double flops_per_s, const Limits& before, const Limits& after) {
   const Limits limit = best(before, after);
   const double fma = limit.fma, vnni = limit.vnni;
