@@ -56,6 +56,20 @@ for (const phase of [r.prefill, two]) {
 assert(!("vnni_peak_gops_before_after" in one));  // one sequence is bound by the read bandwidth
 JS
 
+# bench/targets_table.js turns reports into the targets table of docs/performance.md: a column per
+# report, "-" where a report lacks the phase (c=8 and c=16 here), a clear error for a bad argument.
+node "$root/bench/targets_table.js" "exact=$tmp/report.json" "int8=$tmp/q4.json" >"$tmp/table" 2>"$tmp/err" ||
+  fail "targets_table failed: $(cat "$tmp/err")"
+grep -q '^| Target | exact | int8 |$' "$tmp/table" || fail "no header in: $(cat "$tmp/table")"
+grep -Eq '^\| decode c=1, ≥80% of bandwidth limit \| [0-9.]+ tok/s, [0-9]+% .*\| [0-9.]+ tok/s, [0-9]+% .*\|$' \
+  "$tmp/table" || fail "no c=1 row in: $(cat "$tmp/table")"
+grep -Eq '^\| prefill, ≥60% of FMA peak \(int8: VNNI\) \| [0-9.]+ tok/s, [0-9]+% \| [0-9.]+ tok/s, [0-9]+% VNNI \|$' \
+  "$tmp/table" || fail "no prefill row in: $(cat "$tmp/table")"
+grep -q '^| decode c=8, ≥4x c=1 | - | - |$' "$tmp/table" || fail "no empty c=8 row in: $(cat "$tmp/table")"
+if node "$root/bench/targets_table.js" "$tmp/report.json" >"$tmp/out" 2>&1; then fail "a bare path was accepted"; fi
+grep -qx "targets_table: expected LABEL=REPORT.json, got '$tmp/report.json'" "$tmp/out" ||
+  fail "unclear error: $(cat "$tmp/out")"
+
 # Rounds interleave the phases; each figure comes from its median round, with every round's rate.
 "$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1,2 --repeat 3 --no-probes \
   --json "$tmp/rounds.json" >"$tmp/out" 2>"$tmp/err" || fail "bench --repeat failed: $(cat "$tmp/err")"
