@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
-# there and positive, each phase carries the probes taken around it (read bandwidth and the
-# handoff between threads and their relative speeds for concurrency 1, the FMA peak for prefill and batches, and on the int8
-# path the VNNI peak too), each limit is the higher of its two probes, --repeat reports the median
-# of interleaved rounds, and bad options name the problem. $1: the kvlm binary; $2: the repository root.
+# there and positive, each phase carries the probes taken around it (read bandwidth, the handoff
+# between threads and their relative speeds for concurrency 1, the FMA peak for prefill and
+# batches, and on the int8 path the VNNI peak too), each limit is the higher of its two probes,
+# --repeat reports the median of interleaved rounds, bench/targets_table.js tabulates reports, and
+# bad options name the problem. $1: the kvlm binary; $2: the repository root.
 set -euo pipefail
 source "$(dirname "$0")/cli_test_lib.sh"
 
