@@ -122,6 +122,9 @@ bool has(const char* feature) {
 volatile float g_sink_f;
 volatile int32_t g_sink_i;
 
+// The FMA loop on the widest vector unit present (probe_fma_isa); callers check that one is.
+float fma_loop(int64_t iters) { return has("avx512f") ? fma_loop_avx512(iters) : fma_loop_avx2(iters); }
+
 }  // namespace
 
 const char* probe_fma_isa() {
@@ -179,19 +182,16 @@ double probe_fma_peak(ThreadPool& pool) {
   const bool wide = has("avx512f");
   if (!wide && !has("avx2")) return 0;
   const int lanes = wide ? 16 : 8;
-  const double s = on_every_thread(pool, [&](size_t) {
-    g_sink_f = wide ? fma_loop_avx512(kPeakIterations / 4) : fma_loop_avx2(kPeakIterations / 4);
-  });
+  const double s = on_every_thread(pool, [&](size_t) { g_sink_f = fma_loop(kPeakIterations / 4); });
   return double(pool.size()) * double(kPeakIterations / 4) * 12 * lanes * 2 / s;
 }
 
 std::vector<double> probe_thread_speeds(ThreadPool& pool) {
-  const bool wide = has("avx512f");
-  if (!wide && !has("avx2")) return {};
+  if (!has("avx512f") && !has("avx2")) return {};
   std::vector<double> seconds(size_t(pool.size()), 0.0);
   pool.on_every_thread([&](int t) {
     const auto t0 = std::chrono::steady_clock::now();
-    g_sink_f = wide ? fma_loop_avx512(kPeakIterations / 8) : fma_loop_avx2(kPeakIterations / 8);
+    g_sink_f = fma_loop(kPeakIterations / 8);
     seconds[size_t(t)] = seconds_since(t0);
   });
   const double fastest = *std::min_element(seconds.begin(), seconds.end());
