@@ -28,6 +28,19 @@ TEST(ThreadPool, CoversEveryIndexOnceInGrainMultiples) {
 
 // A thread held up inside its share (here the caller, asleep in its first piece) does not hold
 // up the job: the other thread finishes its own share and then takes the rest of the caller's.
+// The pool calls the caller's own callable (FunctionRef), never a copy: a job may be an object
+// that cannot be copied, and what it records is there when parallel_for returns.
+TEST(ThreadPool, RunsTheCallersCallableItselfNotACopy) {
+  struct Tally {
+    std::atomic<size_t> covered{0};
+    void operator()(size_t b, size_t e) { covered += e - b; }
+  };
+  ThreadPool pool(2);
+  Tally tally;
+  pool.parallel_for(1000, 8, tally);
+  EXPECT_EQ(tally.covered.load(), 1000u);
+}
+
 TEST(ThreadPool, AThreadThatFinishesEarlyTakesOverTheRestOfASlowShare) {
   ThreadPool pool(2);
   const std::thread::id caller = std::this_thread::get_id();

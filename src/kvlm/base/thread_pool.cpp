@@ -112,7 +112,7 @@ size_t ThreadPool::share(size_t n, size_t grain) const {
   return ((n + threads - 1) / threads + grain - 1) / grain * grain;
 }
 
-void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::parallel_for(size_t n, size_t grain, FunctionRef<void(size_t, size_t)> fn) {
   if (n == 0) return;
   grain = block_grain(n, grain);
   const size_t threads = size_t(size());
@@ -124,12 +124,12 @@ void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(s
   run_job(fn, n, chunk, grain, true);
 }
 
-void ThreadPool::on_every_thread(const std::function<void(int)>& fn) {
+void ThreadPool::on_every_thread(FunctionRef<void(int)> fn) {
   if (workers_.empty()) return fn(0);
   run_job([&](size_t b, size_t) { fn(int(b)); }, size_t(size()), 1, 1, false);
 }
 
-void ThreadPool::run_job(const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunk,
+void ThreadPool::run_job(FunctionRef<void(size_t, size_t)> fn, size_t n, size_t chunk,
                          size_t grain, bool steal) {
   job_ = &fn;
   job_n_ = n;

@@ -11,11 +11,12 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "kvlm/base/function_ref.h"
 
 namespace kvlm {
 
@@ -44,11 +45,11 @@ class ThreadPool {
   // stream; a thread that finishes early takes pieces off the back of the share with the most
   // left, so that a thread slowed by the machine (a preempted vCPU, a cold start) holds nobody up.
   // Which thread runs a piece never changes what it computes: work is split over outputs only.
-  void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+  void parallel_for(size_t n, size_t grain, FunctionRef<void(size_t, size_t)> fn);
 
   // Calls fn(thread index) exactly once on every thread of the pool (the caller is index 0), for
   // work that must occupy all of them at once, such as the bandwidth probes.
-  void on_every_thread(const std::function<void(int)>& fn);
+  void on_every_thread(FunctionRef<void(int)> fn);
 
   // The length of thread i's share of parallel_for(n, grain): thread i owns [i*share, (i+1)*share)
   // of [0, n) before any piece is taken by another thread.
@@ -68,7 +69,7 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   // Posts the job to the workers, runs the caller's part and waits for the rest.
-  void run_job(const std::function<void(size_t, size_t)>& fn, size_t n, size_t chunk, size_t grain, bool steal);
+  void run_job(FunctionRef<void(size_t, size_t)> fn, size_t n, size_t chunk, size_t grain, bool steal);
   // Runs thread `index`'s share of the current job, then (when stealing) helps with the others.
   void run_share(int index);
   // Claims the next piece of share i: from its front for its owner, from its back for a helper.
@@ -105,7 +106,7 @@ class ThreadPool {
   std::atomic<bool> caller_sleeping_{false};
   std::unique_ptr<Share[]> shares_;
   // The job, published to workers by the release increment of generation_.
-  alignas(kLine) const std::function<void(size_t, size_t)>* job_ = nullptr;
+  alignas(kLine) const FunctionRef<void(size_t, size_t)>* job_ = nullptr;
   size_t job_n_ = 0, job_grain_ = 1;
   bool job_steal_ = false;
   std::atomic<unsigned> generation_{0};

@@ -338,8 +338,9 @@ int32_t Sampler::draw(const std::vector<float>& logprobs, uint64_t step) const {
 }
 
 SampleResult Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, uint64_t step) const {
-  check(logits.size() == size_t(vocab_size_), "sampler: got " + std::to_string(logits.size()) +
-                                                  " logits for a vocabulary of " + std::to_string(vocab_size_));
+  check(logits.size() == size_t(vocab_size_), [&] {
+    return "sampler: got " + std::to_string(logits.size()) + " logits for a vocabulary of " + std::to_string(vocab_size_);
+  });
   if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); }))
     throw Error("sampler: the model produced NaN logits");
   std::vector<float>& lp = scratch().logprobs;

@@ -152,7 +152,7 @@ void KVSequence::append_shared_block(int32_t block, int32_t tokens) {
 
 ops::PagedKV KVSequence::layer_view(int layer) const {
   check(layer >= 0 && layer < pool_->config().n_layers,
-        "KV sequence: layer " + std::to_string(layer) + " out of range");
+        [&] { return "KV sequence: layer " + std::to_string(layer) + " out of range"; });
   return {pool_->keys(layer), pool_->values(layer), &pool_->codec(layer),
           std::span<const int32_t>(blocks_)};
 }
