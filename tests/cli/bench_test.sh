@@ -3,8 +3,9 @@
 # there and positive, each phase carries the probes taken around it (read bandwidth, the handoff
 # between threads and their relative speeds for concurrency 1, the FMA peak for prefill and
 # batches, and on the int8 path the VNNI peak too), each limit is the higher of its two probes,
-# --repeat reports the median of interleaved rounds, bench/targets_table.js tabulates reports, and
-# bad options name the problem. $1: the kvlm binary; $2: the repository root.
+# --repeat reports the median of interleaved rounds, --profile accounts for the whole step,
+# bench/targets_table.js tabulates reports, and bad options name the problem. $1: the kvlm binary;
+# $2: the repository root.
 set -euo pipefail
 source "$(dirname "$0")/cli_test_lib.sh"
 
@@ -94,6 +95,25 @@ JS
 "$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1 --no-probes >"$tmp/out" 2>&1 ||
   fail "bench --no-probes failed: $(cat "$tmp/out")"
 grep -qE 'bandwidth limit|FMA peak' "$tmp/out" && fail "--no-probes still reported a limit"
+
+# --profile: each op kind's time per step as a share of the step, and the rest of the step; the
+# shares cover the step (up to the rounding of the printed shares).
+"$kvlm" bench --prompt 8 --context 8 --decode 4 --concurrency 1 --no-probes --profile \
+  --json "$tmp/profile.json" >"$tmp/out" 2>&1 || fail "bench --profile failed: $(cat "$tmp/out")"
+grep -Eq '^    linear +[0-9.]+ calls +[0-9.]+ ms/step +[0-9.]+%$' "$tmp/out" || fail "no linear row in: $(cat "$tmp/out")"
+grep -Eq '^    outside ops +-?[0-9.]+ ms/step +-?[0-9.]+%$' "$tmp/out" || fail "no outside-ops row in: $(cat "$tmp/out")"
+awk '/^decode concurrency  1/ { on = 1; next } on && /%$/ { sum += $NF } END { exit !(sum > 99 && sum < 101) }' \
+  "$tmp/out" || fail "the decode shares do not sum to 100%: $(cat "$tmp/out")"
+node - "$tmp/profile.json" <<'JS' || fail "report: $(cat "$tmp/profile.json")"
+const assert = require("assert");
+const r = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
+const rows = r.decode[0].profile;
+assert(rows.some((p) => p.op === "linear" && p.calls_per_step > 0 && p.ms_per_step > 0));
+assert(rows[rows.length - 1].op === "outside ops" && !("calls_per_step" in rows[rows.length - 1]));
+const step_ms = 1e3 / r.decode[0].tokens_per_s;  // one sequence: one token per step
+const sum = rows.reduce((s, p) => s + p.ms_per_step, 0);
+assert(Math.abs(sum - step_ms) <= 1e-6 * step_ms, `${sum} ms of ops and the rest against a ${step_ms} ms step`);
+JS
 
 expect_error "--weights must be bf16, q4 or q8, got 'q5'" bench --synthetic 0.5b --weights q5
 expect_error "unknown synthetic shape '7b' (known: 0.5b, 1b)" bench --synthetic 7b

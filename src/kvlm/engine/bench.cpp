@@ -101,20 +101,27 @@ void begin_profile(const BenchOptions& o) {
   if (o.profile) ops::reset_profile();
 }
 
-// Prints and returns time per op kind per step for the phase since begin_profile.
-Json end_profile(const BenchOptions& o, int steps) {
+// Prints and returns time per op kind per step for the phase since begin_profile, each as a share
+// of the phase's `seconds`, and the rest of the step: the model's own bookkeeping between ops
+// (tensors, views, the batch), which no op kind covers.
+Json end_profile(const BenchOptions& o, int steps, double seconds) {
   if (!o.profile) return nullptr;
   const auto ops_time = ops::profile_snapshot();
-  double total = 0;
-  for (const auto& t : ops_time) total += t.seconds;
+  const auto print = [&](const char* name, const char* calls, double s) {
+    std::printf("    %-12s %13s %9.3f ms/step %5.1f%%\n", name, calls, 1e3 * s / steps, 100 * s / seconds);
+  };
+  double in_ops = 0;
   Json rows = Json::array();
   for (const auto& t : ops_time) {
-    const double ms = 1e3 * t.seconds / steps;
-    std::printf("    %-12s %7.1f calls %9.3f ms/step %5.1f%%\n", ops::op_kind_name(t.kind),
-                double(t.calls) / steps, ms, total > 0 ? 100 * t.seconds / total : 0);
+    char calls[32];
+    std::snprintf(calls, sizeof calls, "%7.1f calls", double(t.calls) / steps);
+    print(ops::op_kind_name(t.kind), calls, t.seconds);
+    in_ops += t.seconds;
     rows.push_back({{"op", ops::op_kind_name(t.kind)}, {"calls_per_step", double(t.calls) / steps},
-                    {"ms_per_step", ms}});
+                    {"ms_per_step", 1e3 * t.seconds / steps}});
   }
+  print("outside ops", "", seconds - in_ops);
+  rows.push_back({{"op", "outside ops"}, {"ms_per_step", 1e3 * (seconds - in_ops) / steps}});
   return rows;
 }
 
@@ -211,10 +218,11 @@ struct Phases {
   Sample decode(int C) const;
 };
 
-// Prints a phase's line, then (with --profile) its time per op kind over `steps`.
-void report(const BenchOptions& o, Sample& s, int steps) {
+// Prints a phase's line, then (with --profile) its time per op kind over its `steps`, which took
+// `seconds`.
+void report(const BenchOptions& o, Sample& s, int steps, double seconds) {
   std::printf("%s\n", s.line.c_str());
-  if (o.profile) s.row["profile"] = end_profile(o, steps);
+  if (o.profile) s.row["profile"] = end_profile(o, steps, seconds);
   std::fflush(stdout);
 }
 
@@ -264,7 +272,7 @@ Sample Phases::prefill() const {
   out.row = {{"tokens", o.prompt_tokens}, {"tokens_per_s", P / s}, {"gflops", flops / s / 1e9}};
   append(out.line, "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s", o.prompt_tokens, P / s, flops / s / 1e9);
   append_peaks(out, flops / s, before, after);
-  report(o, out, 1);
+  report(o, out, 1, s);
   return out;
 }
 
@@ -317,7 +325,7 @@ Sample Phases::decode(int C) const {
   } else {
     append_peaks(out, flops, before, after);
   }
-  report(o, out, o.decode_tokens);
+  report(o, out, o.decode_tokens, s);
   return out;
 }
 
