@@ -84,7 +84,9 @@ Runner setup(CLI::App& sub) {
   add_matmul_option(sub, a->opts.matmul);
   add_weight_layout_option(sub, a->opts.panel_weights);
   sub.add_flag("--no-probes", a->no_probes, "Skip the bandwidth and peak probes");
-  sub.add_flag("--profile", a->opts.profile, "Print the time per op kind per step of each phase as a share of the step, and the time outside ops");
+  sub.add_flag("--profile", a->opts.profile,
+               "Print the time per op kind per step of each phase as a share of the step, and the time "
+               "outside ops");
   sub.add_option("--json", a->json_path, "Also write the figures as JSON to this file");
   sub.footer(
       "Decode at concurrency 1 is reported against the bandwidth limit (read bandwidth / bytes "
