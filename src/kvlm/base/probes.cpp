@@ -122,15 +122,20 @@ bool has(const char* feature) {
 volatile float g_sink_f;
 volatile int32_t g_sink_i;
 
-// The FMA loop on the widest vector unit present (probe_fma_isa); callers check that one is.
-float fma_loop(int64_t iters) { return has("avx512f") ? fma_loop_avx512(iters) : fma_loop_avx2(iters); }
+// Lanes of the widest vector unit the FMA loop runs on: 16 (AVX-512), 8 (AVX2), or 0 (no loop).
+int fma_lanes() { return has("avx512f") ? 16 : has("avx2") ? 8 : 0; }
+
+// The FMA loop on that unit; callers check that there is one.
+float fma_loop(int64_t iters) { return fma_lanes() == 16 ? fma_loop_avx512(iters) : fma_loop_avx2(iters); }
 
 }  // namespace
 
 const char* probe_fma_isa() {
-  if (has("avx512f")) return "avx512f";
-  if (has("avx2")) return "avx2";
-  return "scalar";
+  switch (fma_lanes()) {
+    case 16: return "avx512f";
+    case 8: return "avx2";
+    default: return "scalar";
+  }
 }
 
 double probe_read_bandwidth(ThreadPool& pool, size_t bytes, int repeats) {
@@ -179,15 +184,14 @@ double probe_handoff(ThreadPool& pool, int trips) {
 }
 
 double probe_fma_peak(ThreadPool& pool) {
-  const bool wide = has("avx512f");
-  if (!wide && !has("avx2")) return 0;
-  const int lanes = wide ? 16 : 8;
+  const int lanes = fma_lanes();
+  if (lanes == 0) return 0;
   const double s = on_every_thread(pool, [&](size_t) { g_sink_f = fma_loop(kPeakIterations / 4); });
   return double(pool.size()) * double(kPeakIterations / 4) * 12 * lanes * 2 / s;
 }
 
 std::vector<double> probe_thread_speeds(ThreadPool& pool) {
-  if (!has("avx512f") && !has("avx2")) return {};
+  if (fma_lanes() == 0) return {};
   std::vector<double> seconds(size_t(pool.size()), 0.0);
   pool.on_every_thread([&](int t) {
     const auto t0 = std::chrono::steady_clock::now();
