@@ -11,6 +11,7 @@
 #include "kvlm/backend/cpu/dot.h"
 #include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/backend/cpu/linear_rows.h"
+#include "kvlm/backend/cpu/panels.h"
 #include "kvlm/base/half.h"
 #include "kvlm/quant/affine.h"
 
@@ -182,12 +183,14 @@ TEST(LinearRows, PanelOrderGivesTheRowMajorBits) {
     }
 }
 
-TEST(LinearRows, PanelOrderLeavesOtherWeightsAlone) {
-  // Widths that are not whole blocks of 32 (17, 48) and MLX affine codes stay in the checkpoint's
-  // layout; whole blocks take panels at any width.
-  EXPECT_FALSE(ops::panel_weight(dense(normal(17 * 5, 1), 5, 17, DType::kBF16).w).panels);
-  EXPECT_FALSE(ops::panel_weight(dense(normal(48 * 5, 3), 5, 48, DType::kBF16).w).panels);
-  EXPECT_TRUE(ops::panel_weight(dense(normal(8192 * 5, 5), 5, 8192, DType::kBF16).w).panels);
+TEST(LinearRows, PanelOrderTakesEveryDenseWeight) {
+  // Any width and any row count (5 rows: one panel padded with 27 zero rows); MLX affine codes stay
+  // in the checkpoint's layout.
+  for (int64_t in : {17, 48, 8192}) {
+    const ops::Weight w = ops::panel_weight(dense(normal(size_t(in * 5), uint32_t(in)), 5, in, DType::kBF16).w);
+    EXPECT_TRUE(w.panels) << in;
+    EXPECT_EQ(w.weight.dim(0), kPanelRows) << in;
+  }
   EXPECT_FALSE(ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 4, 64, DType::kBF16).w).panels);
 }
 

@@ -83,9 +83,11 @@ void write_dequantized(const std::string& src, const std::string& dst) {
   write_file(dst + "/config.json", config.dump(2));
 }
 
-// The exact quantized kernels dequantize each weight row and then run the dense reduction, so a
-// quantized checkpoint and its dequantized float twin give the same bits.
-TEST(QuantizedModel, EqualsItsDequantizedTwinBitForBit) {
+// The exact quantized kernels dequantize each weight row exactly as affine_dequantize does (bit for
+// bit: Linear.AffineWeightEqualsItsDequantization) and reduce it in the 16 lanes of dot.h, where
+// the float twin's dense weights reduce along the input (cpu/panels.h): the logits agree to fp32
+// rounding. A wrong code, scale or bias moves them by orders of magnitude more.
+TEST(QuantizedModel, TracksItsDequantizedTwinToRounding) {
   for (const char* name : {"llama_untied_bias", "qwen3_tied"}) {
     const Golden g = load_golden(name);
     Converted q4(name, 4, 32);
@@ -93,8 +95,15 @@ TEST(QuantizedModel, EqualsItsDequantizedTwinBitForBit) {
     write_dequantized(q4.dir(), twin);
     auto quantized = Model::load(q4.dir(), exact_matmul());
     auto dense = Model::load(twin);
-    EXPECT_TRUE(same_bits(run_chunked(*quantized, g.prompt, 0), run_chunked(*dense, g.prompt, 0)))
-        << name;
+    const std::vector<float> a = run_chunked(*quantized, g.prompt, 0), b = run_chunked(*dense, g.prompt, 0);
+    ASSERT_EQ(a.size(), b.size()) << name;
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(double(a[i]) - double(b[i])));
+      max_ref = std::max(max_ref, std::fabs(double(b[i])));
+    }
+    std::printf("[quantized] %-18s exact q4 against its float twin: rel %.3g\n", name, max_diff / max_ref);
+    EXPECT_LT(max_diff / max_ref, 1e-5) << name;
     fs::remove_all(twin);
   }
 }

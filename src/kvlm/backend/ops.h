@@ -57,10 +57,10 @@ Weight dense_weight(const Tensor& w, const Tensor& bias = Tensor());
 Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& biases,
                      const AffineSpec& spec, const Tensor& bias = Tensor());
 
-// The same weight in the layout the kernels read fastest: a dense weight whose input width is a
-// multiple of cpu::kPanelBlock (32) is copied once into panel order (cpu/panels.h; same values,
-// same results); any other weight is returned unchanged. Model loading applies it with
-// ModelLoadOptions::panel_weights.
+// The same weight in the layout the kernels read fastest: a dense weight is copied once into
+// panel order (cpu/panels.h; same values, same results, rows padded to whole panels); an MLX affine
+// weight is returned unchanged. Model loading applies it with ModelLoadOptions::panel_weights;
+// without it, every linear call packs the panels it reads.
 Weight panel_weight(const Weight& w);
 
 // The same weight with the copy the int8 path reads (cpu/linear_int8.h's tiles of 16 rows), for an

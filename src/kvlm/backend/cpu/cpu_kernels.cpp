@@ -65,9 +65,8 @@ void narrow(const float* src, int64_t n, DType dt, void* dst) {
 const float* weight_row(const ops::Weight& w, int64_t row, float* buf) {
   const int64_t in = w.in_features;
   if (w.panels) {
-    const PanelRow p = panel_row(row, w.out_features, in);
-    for (int64_t i = 0; i < in; i += kPanelBlock)
-      widen(w.weight, p.start + i / kPanelBlock * p.step, kPanelBlock, buf + i);
+    const int64_t at = panel_index(row, 0, in);
+    for (int64_t k = 0; k < in; ++k) widen(w.weight, at + k * kPanelRows, 1, buf + k);
     return buf;
   }
   if (!w.quant) {

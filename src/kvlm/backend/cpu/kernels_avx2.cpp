@@ -28,6 +28,24 @@ struct Vec {
     return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
   }
+  // 32 bf16 at p as f32: even = elements 0, 2, .., 30, odd = 1, 3, .., 31.
+  static KVLM_TARGET void widen_bf16_pairs(const uint16_t* p, Vec& even, Vec& odd) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+    const __m256i high = _mm256_set1_epi32(int(0xFFFF0000u));
+    even = {_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(b, 16))};
+    odd = {_mm256_castsi256_ps(_mm256_and_si256(a, high)), _mm256_castsi256_ps(_mm256_and_si256(b, high))};
+  }
+  // The inverse order: lo = even0, odd0, .., even7, odd7; hi = even8, odd8, .., even15, odd15.
+  static KVLM_TARGET void interleave(Vec even, Vec odd, Vec& lo, Vec& hi) {
+    interleave8(even.lo, odd.lo, lo.lo, lo.hi);
+    interleave8(even.hi, odd.hi, hi.lo, hi.hi);
+  }
+  static KVLM_TARGET void interleave8(__m256 e, __m256 o, __m256& first, __m256& second) {
+    const __m256 l = _mm256_unpacklo_ps(e, o), h = _mm256_unpackhi_ps(e, o);  // e0 o0 e1 o1 | e4 o4 e5 o5
+    first = _mm256_permute2f128_ps(l, h, 0x20);
+    second = _mm256_permute2f128_ps(l, h, 0x31);
+  }
   static KVLM_TARGET Vec iota16() {
     return {_mm256_set_ps(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set_ps(15, 14, 13, 12, 11, 10, 9, 8)};
   }
@@ -100,12 +118,11 @@ struct Vec {
 };
 
 // 16 ymm registers: 2 tokens x 2 rows = 8 for accumulators, the rest for weights and inputs; a
-// decode row reads 4 weight rows at once, of a row-major weight or of a panel (panels.h); prefill
-// uses the batch tile.
-constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4, kPanelDecodeRows = 4;
+// decode row reads 4 weight rows at once; prefill uses the batch tile. Dense panels: 2 tokens x
+// 32 rows (8 accumulators), one token one panel.
+constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4;
 constexpr int kPrefillTokens = 2, kPrefillRows = 2;
-constexpr int kWideBatchTokens = 2, kWideBatchRows = 2;  // one batch tile at every width
-constexpr int64_t kWideBatchIn = INT64_MAX;
+constexpr int kPanelTokens = 2, kPanelDecodePanels = 1;
 
 }  // namespace
 }  // namespace kvlm::cpu

@@ -27,6 +27,19 @@ struct Vec {
   static KVLM_TARGET Vec widen_f16(const uint16_t* p) {
     return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
   }
+  // 32 bf16 at p as f32: even = elements 0, 2, .., 30, odd = 1, 3, .., 31 (one load, two ALU ops).
+  static KVLM_TARGET void widen_bf16_pairs(const uint16_t* p, Vec& even, Vec& odd) {
+    const __m512i w = _mm512_loadu_si512(p);
+    even = {_mm512_castsi512_ps(_mm512_slli_epi32(w, 16))};
+    odd = {_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(int(0xFFFF0000u))))};
+  }
+  // The inverse order: lo = even0, odd0, .., even7, odd7; hi = even8, odd8, .., even15, odd15.
+  static KVLM_TARGET void interleave(Vec even, Vec odd, Vec& lo, Vec& hi) {
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    lo = {_mm512_permutex2var_ps(even.v, first, odd.v)};
+    hi = {_mm512_permutex2var_ps(even.v, second, odd.v)};
+  }
   static KVLM_TARGET Vec iota16() {
     return {_mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)};
   }
@@ -84,20 +97,15 @@ struct Vec {
   }
 };
 
-// 8 tokens x 3 rows = 24 accumulators of the 32 registers. A decode row (one token) reads 8
-// weight rows at once, 8 streams in flight (16 rows of a row-major weight measure 14% slower, and
-// 16 4-bit tables spill), or a whole panel (panels.h) of 16 rows: one stream. Prefill's tiles are
-// 6 tokens x 4 rows, also 24 accumulators: at 2048 wide 6 tokens' inputs are 48 KB where 8
-// tokens' were 64 KB (they come from L2 once they outgrow L1), and 4 rows divide a panel (single
-// core, 128 tokens: 8192x2048 146-149 -> 154-165 GFLOP/s, 3072x2048 149 -> 166-174).
-constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8, kPanelDecodeRows = 16;
+// MLX affine rows (16 lanes per row, dot.h): 8 tokens x 3 rows = 24 accumulators of the 32
+// registers. A decode row (one token) reads 8 weight rows at once, 8 streams in flight (16 4-bit
+// tables spill). Prefill's tiles are 6 tokens x 4 rows, also 24 accumulators.
+constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8;
 constexpr int kPrefillTokens = 6, kPrefillRows = 4;
-// Batches against dense rows wider than kWideBatchIn: 8 tokens' inputs outgrow L1 (64 KB at 2048
-// wide) and were read from L2 for every 3-row tile; 4 tokens' stay (32 KB), and the 6 rows' weights
-// come from L2 for the second tile of 4. Single core, 8 tokens, bf16 panels from memory: 8192x2048
-// 102-115 -> 126-142 GFLOP/s, 2048x2048 110-112 -> 154-160, 2048x8192 80-90 -> 96-100.
-constexpr int kWideBatchTokens = 4, kWideBatchRows = 6;
-constexpr int64_t kWideBatchIn = 1024;
+// Dense panels (panels.h): 8 tokens x the 32 rows of a panel = 16 accumulators, each 64-byte line
+// of bf16 weights feeding 16 fmas; one token reads 4 panels side by side (8 accumulators, 4
+// streams).
+constexpr int kPanelTokens = 8, kPanelDecodePanels = 4;
 
 }  // namespace
 }  // namespace kvlm::cpu

@@ -10,7 +10,9 @@
 // block, then Vec::fold, which is exactly dot_portable's order.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
@@ -37,22 +39,6 @@ KVLM_TARGET inline Vec padded_tail(int64_t n, Load load_value) {
   return Vec::load(buf);
 }
 
-// Where the rows of a row-major dense weight lie: row r (relative to the job's first row, at
-// `base`) from base + r * in. Rows carry the panel-order addressing of panels.h as well: element i
-// at start + (i / kPanelBlock) * step + i % kPanelBlock, with step = kPanelBlock here (a constant
-// once inlined); the tiles compute start and step once per row (row()), outside their inner loops.
-template <class T>
-struct DenseLayout {
-  const T* base;
-  int64_t in;
-  struct Row {
-    const T* start;
-    int64_t step;
-    const T* at(int64_t i) const { return start + i / kPanelBlock * step + i % kPanelBlock; }
-  };
-  Row row(int64_t r) const { return {base + r * in, kPanelBlock}; }
-};
-
 // The rows a tile prefetches while it computes: NR rows further on, read at the tile's offset.
 template <class Row, int NR>
 struct RowsAhead {
@@ -62,21 +48,19 @@ struct RowsAhead {
   }
 };
 
-// Weight-row readers: row(r).load(i) yields weights i .. i+15 of row r (relative to the job's r0)
-// as cpu::weight_row produces them; tail(r, i, n) the zero-padded partial block (row-major only:
-// panel order needs whole blocks).
-template <class T, class Widen>
-struct DenseRows {
+// Row-major f32 rows: the affine prefill's dequantized copy of a block of weight rows.
+// row(r).load(i) yields weights i .. i+15 of row r (relative to the job's r0).
+struct F32Rows {
   static constexpr bool kTables = false;
   static constexpr bool kDequantizeBlocks = false;
-  DenseLayout<T> layout;
+  const float* base;
+  int64_t in;
   struct Row {
-    typename DenseLayout<T>::Row at;
-    KVLM_TARGET Vec load(int64_t i) const { return Widen::load(at.at(i)); }
-    KVLM_INLINE void prefetch(int64_t i) const { __builtin_prefetch(at.at(i)); }
+    const float* at;
+    KVLM_TARGET Vec load(int64_t i) const { return Vec::load(at + i); }
+    KVLM_INLINE void prefetch(int64_t i) const { __builtin_prefetch(at + i); }
   };
-  Row row(int64_t r) const { return {layout.row(r)}; }
-  // A tile of NR rows from r prefetches the rows two tiles ahead.
+  Row row(int64_t r) const { return {base + r * in}; }
   template <int NR>
   RowsAhead<Row, NR> ahead(int64_t r) const {
     RowsAhead<Row, NR> a;
@@ -84,97 +68,9 @@ struct DenseRows {
     return a;
   }
   KVLM_TARGET Vec tail(int64_t r, int64_t i, int64_t n) const {
-    const T* p = layout.row(r).at(i);
-    return padded_tail(n, [p](int64_t k) { return Widen::scalar(p[k]); });
+    const float* p = base + r * in + i;
+    return padded_tail(n, [p](int64_t k) { return p[k]; });
   }
-};
-
-struct WidenF32 {
-  KVLM_TARGET static Vec load(const float* p) { return Vec::load(p); }
-  static float scalar(float v) { return v; }
-};
-struct WidenBF16 {
-  KVLM_TARGET static Vec load(const uint16_t* p) { return Vec::widen_bf16(p); }
-  static float scalar(uint16_t v) { return bf16_to_f32(v); }
-};
-struct WidenF16 {
-  KVLM_TARGET static Vec load(const uint16_t* p) { return Vec::widen_f16(p); }
-  static float scalar(uint16_t v) { return f16_to_f32(v); }
-};
-using F32Rows = DenseRows<float, WidenF32>;
-
-// Rows of consecutive panels of one height (panels.h: a weight's full panels, or its last,
-// shorter one): view row j is row first + j counted from the panel at p. All rows share one step,
-// so a tile's rows are a pointer each and one step, where computing each row's own panel position
-// cost a multiply and two registers per row per block (a 16-row tile spilled them).
-template <class T, class Widen>
-struct PanelSpan {
-  static constexpr bool kTables = false;
-  static constexpr bool kDequantizeBlocks = false;
-  using Row = typename DenseRows<T, Widen>::Row;
-  const T* p;
-  int64_t step;   // the panels' height * kPanelBlock
-  int64_t panel;  // elements per full panel (kPanelRows * in)
-  int64_t first;  // view row 0's row in the panel at p
-  Row row(int64_t j) const {
-    const int64_t k = first + j;
-    return {{p + k / kPanelRows * panel + k % kPanelRows * kPanelBlock, step}};
-  }
-  // The tiles prefetch the span's bytes in memory order, kAheadBytes ahead of where a sequential
-  // read would stand: a tile of NR rows from view row r at input i has read (first + r) * in +
-  // NR * i elements from p, and each step of 16 inputs fetches the next NR * 16 elements' lines.
-  // A tile reads NR of a panel's 16 rows, a stripe of every block; prefetching its own rows two
-  // panels ahead kept too few lines in flight (a scratch read of 6-row stripes from memory on one
-  // core: 10-13 GB/s that way, 19 GB/s in memory order, 28-34 GB/s for a plain sequential read).
-  // A tile's stripes span the whole panel, so the fetch must lead by a panel as well when a panel
-  // is longer than the distance (inputs wider than 2048 in bf16). A panel more than 64 KB:
-  // `BatchFromMemory` 2048x8192 175-196 -> 186-198 GFLOP/s; in the model at c=8 the 0.5B shape's
-  // 4864-wide down projection 181-192 -> 193-197 (3 of 3 pairs), the 1B shape's 8192-wide one
-  // 184-189 -> 178-192 (2 of 3).
-  static constexpr int64_t kAheadBytes = 64 * 1024;
-  template <int NR>
-  struct Ahead {
-    const char* at;  // element 0 of the tile's rows in the sequential read, plus the distance
-    KVLM_INLINE void prefetch(int64_t i) const {
-      constexpr int64_t kStepBytes = NR * kDotLanes * int64_t(sizeof(T));
-      const char* q = at + i * NR * int64_t(sizeof(T));
-      KVLM_UNROLL for (int64_t b = 0; b < kStepBytes; b += 64) __builtin_prefetch(q + b);
-    }
-  };
-  template <int NR>
-  Ahead<NR> ahead(int64_t r) const {
-    const int64_t in = panel / kPanelRows;
-    const int64_t panel_bytes = panel * int64_t(sizeof(T));
-    const int64_t distance = panel_bytes <= kAheadBytes ? kAheadBytes : panel_bytes + kAheadBytes;
-    return {reinterpret_cast<const char*>(p + (first + r) * in) + distance};
-  }
-  KVLM_TARGET Vec tail(int64_t j, int64_t i, int64_t n) const {
-    const T* q = row(j).at.at(i);
-    return padded_tail(n, [q](int64_t k) { return Widen::scalar(q[k]); });
-  }
-};
-
-// Decode's view: the rows of one panel from p on, read by one tile of kPanelDecodeRows. A panel is
-// one stream: the tile that starts the view fetches whole blocks of the panel, this far ahead, for
-// the tiles of the other rows as well (1-4 KB measure the same).
-template <class T, class Widen>
-struct PanelRows : PanelSpan<T, Widen> {
-  using Row = typename PanelSpan<T, Widen>::Row;
-  // Fixed offsets from one pointer (a 16-row tile has no registers for 16 row pointers).
-  Row row(int64_t j) const { return {{this->p + j * kPanelBlock, this->step}}; }
-  static constexpr int64_t kAheadBytes = 2048;
-  struct Ahead {
-    const T* p;
-    int64_t step;
-    bool lead;
-    KVLM_INLINE void prefetch(int64_t i) const {
-      if (!lead || i % kPanelBlock != 0) return;
-      const auto* block = reinterpret_cast<const char*>(p + i / kPanelBlock * step) + kAheadBytes;
-      for (int64_t b = 0; b < step * int64_t(sizeof(T)); b += 64) __builtin_prefetch(block + b);
-    }
-  };
-  template <int NR>
-  Ahead ahead(int64_t r) const { return {this->p, this->step, r == 0}; }
 };
 
 // MLX affine rows, dequantized in registers: scale * float(code) + bias, the multiply and the add
@@ -235,21 +131,20 @@ struct AffineRows {
   }
 };
 
-// How a call of T tokens runs: one token streams the weights (decode); a small batch of up to two
-// token tiles of kTileTokens streams them too (stream_rows), in tiles of kWideBatchTokens by
-// kWideBatchRows against dense rows wider than kWideBatchIn; prefill blocks weights and tokens for
-// the caches, in tiles of kPrefillTokens by kPrefillRows.
-enum class Phase { kDecode, kBatch, kWideBatch, kPrefill };
-inline Phase phase(int64_t T, const ops::Weight& w) {
+// How a call of T tokens runs against MLX affine rows (dense weights: run_panels): one token
+// streams the weights (decode); a small batch of up to two token tiles of kTileTokens streams them
+// too (stream_rows); prefill blocks weights and tokens for the caches, in tiles of kPrefillTokens by
+// kPrefillRows.
+enum class Phase { kDecode, kBatch, kPrefill };
+inline Phase phase(int64_t T) {
   if (T == 1) return Phase::kDecode;
-  if (T > 2 * kTileTokens) return Phase::kPrefill;
-  return !w.quant && w.in_features > kWideBatchIn ? Phase::kWideBatch : Phase::kBatch;
+  return T > 2 * kTileTokens ? Phase::kPrefill : Phase::kBatch;
 }
 inline int token_group(int64_t T, const ops::Weight& w) {
-  switch (phase(T, w)) {
+  if (!w.quant) return T == 1 ? 1 : kPanelTokens;
+  switch (phase(T)) {
     case Phase::kDecode: return 1;
     case Phase::kBatch: return kTileTokens;
-    case Phase::kWideBatch: return kWideBatchTokens;
     case Phase::kPrefill: break;
   }
   return kPrefillTokens;
@@ -420,18 +315,12 @@ constexpr int64_t kWeightBlockBytes = 512 * 1024;
 template <class Rows>
 KVLM_TARGET void run(const LinearRows& job, const PackedX& px, const Rows& rows) {
   const int64_t in = job.w->in_features;
-  switch (phase(job.T, *job.w)) {
+  switch (phase(job.T)) {
     case Phase::kDecode:
       return stream_rows<1, kDecodeRows>(packed_tokens<1>(px), 1, in, rows, job.R, job.y, job.ldy);
     case Phase::kBatch:
       return stream_rows<kTileTokens, kTileRows>(packed_tokens<kTileTokens>(px), job.T, in, rows,
                                                  job.R, job.y, job.ldy);
-    case Phase::kWideBatch:
-      // Dense rows only (phase()): MLX affine rows keep the batch tile, whose 4-bit tables fit.
-      if constexpr (!Rows::kDequantizeBlocks)
-        return stream_rows<kWideBatchTokens, kWideBatchRows>(packed_tokens<kWideBatchTokens>(px),
-                                                             job.T, in, rows, job.R, job.y, job.ldy);
-      break;
     case Phase::kPrefill: break;
   }
   constexpr int NT = kPrefillTokens, NR = kPrefillRows;
@@ -447,7 +336,7 @@ KVLM_TARGET void run(const LinearRows& job, const PackedX& px, const Rows& rows)
       const int64_t r1 = std::min(r + row_block, job.R);
       if constexpr (kWiden) {
         for (int64_t j = r; j < r1; ++j) widen_row(rows, j, in, widened.data() + (j - r) * in);
-        tile_tokens<NT, NR>(x, t, t1, in, F32Rows{{widened.data(), in}}, 0, r1 - r, job.y + r, job.ldy);
+        tile_tokens<NT, NR>(x, t, t1, in, F32Rows{widened.data(), in}, 0, r1 - r, job.y + r, job.ldy);
       } else {
         tile_tokens<NT, NR>(x, t, t1, in, rows, r, r1, job.y, job.ldy);
       }
@@ -471,45 +360,172 @@ KVLM_TARGET void run_affine(const LinearRows& job, const PackedX& x) {
   run(job, x, rows);
 }
 
-// Decode against panel order: the job's rows one panel view at a time.
-template <class T, class Widen>
-KVLM_TARGET void decode_panel_views(const LinearRows& job, const PackedX& px, const T* w) {
-  const int64_t in = job.w->in_features, rows = job.w->out_features;
-  const PackedTokens<1> x = packed_tokens<1>(px);
-  for (int64_t r = job.r0, end = job.r0 + job.R; r < end;) {
-    const int64_t next = std::min(end, (r / kPanelRows + 1) * kPanelRows);
-    const PanelRow p = panel_row(r, rows, in);
-    const PanelRows<T, Widen> view{{w + p.start, p.step, 0, 0}};  // one panel: no panel stride
-    stream_rows<1, kPanelDecodeRows>(x, 1, in, view, next - r, job.y + (r - job.r0), job.ldy);
-    r = next;
+// Dense weights (panels.h): rows across lanes, every output a chain of fmas in input order.
+
+// A panel's 32 rows at one input as two vectors a and b. bf16 splits one 64-byte line into its
+// even and odd rows (one load and two ALU operations; two 32-byte halves, each widened, fed one
+// token 45 GB/s where the split feeds 54), so `interleave` puts rows back in order; f16 and f32 load
+// rows 0-15 and 16-31. kLines: cache lines per input.
+struct PanelF32 {
+  using T = float;
+  static constexpr bool kInterleaved = false;
+  static constexpr int kLines = 2;
+  static KVLM_TARGET void load(const float* p, Vec& a, Vec& b) { a = Vec::load(p), b = Vec::load(p + kDotLanes); }
+};
+struct PanelBF16 {
+  using T = uint16_t;
+  static constexpr bool kInterleaved = true;
+  static constexpr int kLines = 1;
+  static KVLM_TARGET void load(const uint16_t* p, Vec& a, Vec& b) { Vec::widen_bf16_pairs(p, a, b); }
+};
+struct PanelF16 {
+  using T = uint16_t;
+  static constexpr bool kInterleaved = false;
+  static constexpr int kLines = 1;
+  static KVLM_TARGET void load(const uint16_t* p, Vec& a, Vec& b) {
+    a = Vec::widen_f16(p), b = Vec::widen_f16(p + kDotLanes);
   }
+};
+
+// Prefetch distance along a panel's stream. A scratch program reading 8-token batches from memory
+// on 2 threads: none 257-280 GFLOP/s, 1 KB 226-243, 4 KB 300-325, 8 KB 303-327.
+constexpr int64_t kPanelAheadBytes = 4096;
+
+// Outputs of NT tokens for NP panels, panel i's input 0 at w[i]: each input adds two fmas per
+// panel and token. x: element k of token u at x[k * G + u]. With `ahead`, each panel's stream is
+// prefetched kPanelAheadBytes ahead.
+template <int NT, int NP, int G, class L>
+KVLM_TARGET void panel_tile(const typename L::T* const (&w)[NP], int64_t in, const float* x, bool ahead,
+                            Vec (&out)[NP][2][NT]) {
+  // Local: the vector type may alias anything, so accumulating into `out` would store it back
+  // after every input.
+  Vec acc[NP][2][NT];
+  KVLM_UNROLL for (int i = 0; i < NP; ++i)
+    KVLM_UNROLL for (int u = 0; u < NT; ++u) acc[i][0][u] = acc[i][1][u] = Vec::zero();
+  for (int64_t k = 0; k < in; ++k) {
+    Vec a[NP], b[NP];
+    KVLM_UNROLL for (int i = 0; i < NP; ++i) {
+      const typename L::T* at = w[i] + k * kPanelRows;
+      if (ahead)
+        KVLM_UNROLL for (int l = 0; l < L::kLines; ++l)
+          __builtin_prefetch(reinterpret_cast<const char*>(at) + kPanelAheadBytes + 64 * l);
+      L::load(at, a[i], b[i]);
+    }
+    KVLM_UNROLL for (int u = 0; u < NT; ++u) {
+      Vec xv = Vec::set1(x[k * G + u]);
+      xv.in_register();
+      KVLM_UNROLL for (int i = 0; i < NP; ++i) {
+        acc[i][0][u] = Vec::fma(a[i], xv, acc[i][0][u]);
+        acc[i][1][u] = Vec::fma(b[i], xv, acc[i][1][u]);
+      }
+    }
+  }
+  KVLM_UNROLL for (int i = 0; i < NP; ++i)
+    KVLM_UNROLL for (int u = 0; u < NT; ++u) out[i][0][u] = acc[i][0][u], out[i][1][u] = acc[i][1][u];
 }
 
-// Batches and prefill against panel order: the job's rows in the weight's full panels, then in its
-// last, shorter panel, each as one span whose tiles run on across panels.
-template <class T, class Widen>
-KVLM_TARGET void run_panel_spans(const LinearRows& job, const PackedX& x, const T* w) {
-  const int64_t in = job.w->in_features, rows = job.w->out_features;
-  const int64_t full = rows / kPanelRows * kPanelRows, end = job.r0 + job.R;
-  for (int64_t r = job.r0; r < end;) {
-    const int64_t next = r < full ? std::min(end, full) : end;
-    const PanelRow p = panel_row(r, rows, in);
-    LinearRows part = job;
-    part.r0 = r, part.R = next - r, part.y = job.y + (r - job.r0);
-    run(part, x, PanelSpan<T, Widen>{w + r / kPanelRows * kPanelRows * in, p.step,
-                                     kPanelRows * in, r % kPanelRows});
-    r = next;
-  }
+// Stores 16 outputs of token row y for weight rows row0 .. row0+15, those in the job's [r0, r0+R).
+KVLM_TARGET inline void store_rows(Vec v, int64_t row0, const LinearRows& job, float* y) {
+  const int64_t lo = std::max(row0, job.r0), hi = std::min(row0 + kDotLanes, job.r0 + job.R);
+  if (lo >= hi) return;
+  if (hi - lo == kDotLanes) return v.store(y + (lo - job.r0));
+  alignas(64) float lanes[kDotLanes];
+  v.store(lanes);
+  std::copy(lanes + (lo - row0), lanes + (hi - row0), y + (lo - job.r0));
 }
 
-template <class T, class Widen>
-KVLM_TARGET void run_dense(const LinearRows& job, const PackedX& x, const T* w) {
-  if (job.w->panels) {
-    if (job.T == 1) return decode_panel_views<T, Widen>(job, x, w);
-    return run_panel_spans<T, Widen>(job, x, w);
+// Stores tokens t .. t+NT-1 of the tile for panels p .. p+NP-1 (a panel may start before r0 or end
+// past r0 + R: only the job's rows are written).
+template <int NT, int NP, class L>
+KVLM_TARGET void store_panel_tile(const Vec (&acc)[NP][2][NT], int64_t p, const LinearRows& job, int64_t t) {
+  KVLM_UNROLL for (int i = 0; i < NP; ++i)
+    KVLM_UNROLL for (int u = 0; u < NT; ++u) {
+      Vec lo = acc[i][0][u], hi = acc[i][1][u];
+      if constexpr (L::kInterleaved) Vec::interleave(acc[i][0][u], acc[i][1][u], lo, hi);
+      float* y = job.y + (t + u) * job.ldy;
+      store_rows(lo, (p + i) * kPanelRows, job, y);
+      store_rows(hi, (p + i) * kPanelRows + kDotLanes, job, y);
+    }
+}
+
+// Tokens t .. t+n-1 (n <= G, the first at position u0 of its group at xg) against panel p: tiles
+// of NT tokens, then halving tiles. The first tile streams the panel from memory; the others find
+// it in the caches.
+template <int NT, int G, class L>
+KVLM_TARGET void panel_tokens(const typename L::T* panel, int64_t p, const float* xg, int u0, int64_t n,
+                              const LinearRows& job, int64_t t, bool ahead) {
+  const typename L::T* const w[1] = {panel};
+  for (; n >= NT; n -= NT, u0 += NT, t += NT, ahead = false) {
+    Vec acc[1][2][NT];
+    panel_tile<NT, 1, G, L>(w, job.w->in_features, xg + u0, ahead, acc);
+    store_panel_tile<NT, 1, L>(acc, p, job, t);
   }
+  if constexpr (NT > 1)
+    if (n > 0) panel_tokens<NT / 2, G, L>(panel, p, xg, u0, n, job, t, ahead);
+}
+
+// Panels p .. p+NP-1 (panel q at panel_at(q)) for one token, side by side: NP streams, 2 * NP
+// accumulators to hide the fma latency.
+template <int NP, class L, class PanelAt>
+KVLM_TARGET void decode_panels(const LinearRows& job, const float* x, int64_t p, const PanelAt& panel_at) {
+  const typename L::T* w[NP];
+  KVLM_UNROLL for (int i = 0; i < NP; ++i) w[i] = panel_at(p + i);
+  Vec acc[NP][2][1];
+  panel_tile<1, NP, 1, L>(w, job.w->in_features, x, true, acc);
+  store_panel_tile<1, NP, L>(acc, p, job, 0);
+}
+
+// The job's panels p0 .. p1-1. One token reads kPanelDecodePanels panels at a time; more tokens go
+// in blocks whose inputs stay in the last-level cache, and each panel serves every tile of
+// kPanelTokens tokens of a block before the next panel: the weights come from memory once per
+// block.
+template <class L, class PanelAt>
+KVLM_TARGET void run_panel_range(const LinearRows& job, const PackedX& px, int64_t p0, int64_t p1,
+                                 const PanelAt& panel_at) {
+  if (job.T == 1) {
+    int64_t p = p0;
+    for (; p + kPanelDecodePanels <= p1; p += kPanelDecodePanels)
+      decode_panels<kPanelDecodePanels, L>(job, px.data.get(), p, panel_at);
+    for (; p < p1; ++p) decode_panels<1, L>(job, px.data.get(), p, panel_at);
+    return;
+  }
+  constexpr int G = kPanelTokens;
+  check(px.tokens == G && px.by_input, "linear: inputs not packed by input for the panel kernel");
   const int64_t in = job.w->in_features;
-  run(job, x, DenseRows<T, Widen>{{w + job.r0 * in, in}});
+  const int64_t block = std::max<int64_t>(G, kTokenBlockBytes / (in * 4) / G * G);
+  for (int64_t t0 = 0; t0 < job.T; t0 += block) {
+    const int64_t t1 = std::min(job.T, t0 + block);
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t t = t0; t < t1; t += G)
+        panel_tokens<G, G, L>(panel_at(p), p, px.data.get() + t / G * px.group, 0, std::min<int64_t>(G, t1 - t),
+                              job, t, t == t0);
+  }
+}
+
+// Dense rows r0 .. r0+R-1: from the weight's panels, or for a row-major weight from each panel
+// packed into a scratch copy first (the same values in the same order: the same bits).
+template <class L>
+KVLM_TARGET void run_panels(const LinearRows& job, const PackedX& px) {
+  using T = typename L::T;
+  const ops::Weight& w = *job.w;
+  const int64_t in = w.in_features, panel = in * kPanelRows;
+  const int64_t p0 = job.r0 / kPanelRows, p1 = (job.r0 + job.R + kPanelRows - 1) / kPanelRows;
+  const T* base = static_cast<const T*>(w.weight.raw());
+  if (w.panels) return run_panel_range<L>(job, px, p0, p1, [&](int64_t p) { return base + p * panel; });
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<T, Free> scratch;
+  thread_local int64_t scratch_elements = 0;
+  if (scratch_elements < panel) {
+    scratch.reset(static_cast<T*>(std::aligned_alloc(64, size_t(panel) * sizeof(T) / 64 * 64 + 64)));
+    check(scratch != nullptr, "linear: out of memory for a weight panel");
+    scratch_elements = panel;
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    pack_panel(base, w.out_features, in, p, scratch.get());
+    run_panel_range<L>(job, px, p, p + 1, [&](int64_t) { return static_cast<const T*>(scratch.get()); });
+  }
 }
 
 KVLM_TARGET void linear_rows_simd(const LinearRows& job, const PackedX& x) {
@@ -520,9 +536,9 @@ KVLM_TARGET void linear_rows_simd(const LinearRows& job, const PackedX& x) {
     return run_affine<0>(job, x);
   }
   switch (w.weight.dtype()) {
-    case DType::kBF16: return run_dense<uint16_t, WidenBF16>(job, x, w.weight.data<uint16_t>());
-    case DType::kF16: return run_dense<uint16_t, WidenF16>(job, x, w.weight.data<uint16_t>());
-    default: return run_dense<float, WidenF32>(job, x, w.weight.data<float>());
+    case DType::kBF16: return run_panels<PanelBF16>(job, x);
+    case DType::kF16: return run_panels<PanelF16>(job, x);
+    default: return run_panels<PanelF32>(job, x);
   }
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // The inner kernel of linear layers: outputs r0 .. r0+R-1 of y = x · Wᵀ for T token rows, against
-// any stored weight format (dense f32/bf16/f16 or MLX affine). Every output is dot(x_t, w_r) in the
-// order of dot.h, with the weight row exactly as cpu::weight_row widens or dequantizes it, so the
-// ISA paths are bit-identical to linear_rows_portable and tiling never changes a result.
+// any stored weight format (dense f32/bf16/f16 or MLX affine). Every output reduces the weight row
+// exactly as cpu::weight_row widens or dequantizes it, in one order per format: dense rows one fma
+// after another along the input (panels.h), MLX affine rows in the 16 lanes of dot.h. The ISA
+// paths are bit-identical to linear_rows_portable and tiling never changes a result.
 #include <cstdint>
 #include <memory>
 
@@ -27,14 +28,18 @@ struct LinearRows {
 // offsets from one pointer. LinearKernel packs x once per call, before the output rows are split
 // among threads: packed inside each thread's pieces of rows instead, a 512-token prefill repacked
 // its inputs for every piece (up to 6 per thread; 0.5 ms each for the 4864-wide down projection).
+// Dense weights' panel kernels read it by input instead (by_input): within a group, element k of
+// its token u at k * tokens + u, the last group zero-padded to whole tokens.
 struct PackedX {
   std::unique_ptr<float[]> data;
   int64_t group = 0;  // floats per group
   int tokens = 0;
+  bool by_input = false;
 };
 
 // Packs x [T, in] in groups of `tokens`, the groups in parallel.
 PackedX pack_x(const float* x, int64_t T, int64_t in, int tokens);
+PackedX pack_x_by_input(const float* x, int64_t T, int64_t in, int tokens);
 
 // The portable path reads job.x and ignores `x`; the SIMD paths read only `x`.
 void linear_rows_portable(const LinearRows& job, const PackedX& x);

@@ -13,8 +13,8 @@ namespace kvlm::ops {
 
 namespace {
 
-// Threads split the output features in multiples of this (never the reduction).
-constexpr int64_t kRowBlock = 16;
+// Threads split the output features in multiples of this (never the reduction): whole panels.
+constexpr int64_t kRowBlock = cpu::kPanelRows;
 // gated_linear's pieces: 32K floats (128 KB) per projection, 64 rows at 512 tokens.
 constexpr int64_t kGatePieceFloats = 32 * 1024;
 
@@ -80,22 +80,17 @@ void run_parts(const LinearCall& c, int64_t b, int64_t e) {
 }  // namespace
 
 Weight panel_weight(const Weight& w) {
-  if (w.quant || w.panels || w.in_features % cpu::kPanelBlock != 0) return w;
+  if (w.quant || w.panels) return w;
   check_weight(w, "panel_weight");
   const int64_t rows = w.out_features, in = w.in_features;
-  const size_t elem = dtype_size(w.weight.dtype());
-  Tensor packed = Tensor::empty_streamed({rows, in}, w.weight.dtype());
-  const auto* src = static_cast<const uint8_t*>(w.weight.raw());
-  auto* dst = static_cast<uint8_t*>(packed.raw());
-  const size_t block_bytes = size_t(cpu::kPanelBlock) * elem;
-  thread_pool().parallel_for(size_t(rows), size_t(cpu::kPanelRows), [&](size_t b, size_t e) {
-    for (int64_t r = int64_t(b); r < int64_t(e); ++r) {
-      const cpu::PanelRow p = cpu::panel_row(r, rows, in);
-      for (int64_t i = 0; i < in; i += cpu::kPanelBlock)
-        std::memcpy(dst + size_t(p.start + i / cpu::kPanelBlock * p.step) * elem,
-                    src + size_t(r * in + i) * elem, block_bytes);
-    }
-  });
+  Tensor packed = Tensor::empty_streamed({cpu::panel_stored_rows(rows), in}, w.weight.dtype());
+  const auto pack = [&]<class T>(const T* src, T* dst) {
+    thread_pool().parallel_for(size_t(packed.dim(0) / cpu::kPanelRows), 1, [&](size_t b, size_t e) {
+      for (int64_t p = int64_t(b); p < int64_t(e); ++p) cpu::pack_panel(src, rows, in, p, dst + p * in * cpu::kPanelRows);
+    });
+  };
+  if (w.weight.dtype() == DType::kF32) pack(w.weight.data<float>(), packed.data<float>());
+  else pack(static_cast<const uint16_t*>(w.weight.raw()), static_cast<uint16_t*>(packed.raw()));
   Weight out = w;
   out.weight = packed;
   out.panels = true;
@@ -178,11 +173,11 @@ std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws,
         r -= w->out_features;
         continue;
       }
-      // Both layouts keep rows in order by 16-row blocks; the tiles pad the last block.
+      // Every layout keeps rows in order by blocks (16-row int8 tiles, 32-row panels), padding the last.
       const bool tiles = cpu::uses_int8(*w);
       const Tensor& t = tiles ? w->int8_tiles : w->weight;
-      const int64_t stored =
-          tiles ? (w->out_features + cpu::kInt8TileRows - 1) / cpu::kInt8TileRows * cpu::kInt8TileRows : w->out_features;
+      const int64_t stored = tiles ? (w->out_features + cpu::kInt8TileRows - 1) / cpu::kInt8TileRows * cpu::kInt8TileRows
+                                   : t.dim(0);
       const size_t row_bytes = t.nbytes() / size_t(stored);
       const size_t bytes = size_t(std::min(share, w->out_features - r)) * row_bytes;
       out[size_t(i - 1)] = {static_cast<const char*>(t.raw()) + size_t(r) * row_bytes, std::min(bytes, kReadAheadBytes)};

@@ -31,4 +31,24 @@ PackedX pack_x(const float* x, int64_t T, int64_t in, int tokens) {
   return p;
 }
 
+PackedX pack_x_by_input(const float* x, int64_t T, int64_t in, int tokens) {
+  PackedX p;
+  p.tokens = tokens;
+  p.by_input = true;
+  p.group = in * tokens;
+  const int64_t groups = (T + tokens - 1) / tokens;
+  p.data.reset(new float[size_t(groups * p.group)]);
+  ops::thread_pool().parallel_for(size_t(groups), 1, [&](size_t b, size_t e) {
+    for (int64_t g = int64_t(b); g < int64_t(e); ++g) {
+      float* dst = p.data.get() + g * p.group;
+      for (int u = 0; u < tokens; ++u) {
+        const int64_t t = g * tokens + u;
+        const float* row = x + t * in;
+        for (int64_t k = 0; k < in; ++k) dst[k * tokens + u] = t < T ? row[k] : 0.0f;
+      }
+    }
+  });
+  return p;
+}
+
 }  // namespace kvlm::cpu

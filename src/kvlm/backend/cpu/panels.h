@@ -1,40 +1,50 @@
 #pragma once
-// The decode layout of dense weights (ops::panel_weight, the default at model load). A linear
-// layer in decode reads each weight once per token, several rows at a time, 16 elements of each
-// row per step. In the checkpoint's row-major order those are that many short streams (a row of
-// 896 bf16 is 1.8 KB) that the hardware prefetchers pick up late; panels turn them into one
-// sequential stream per thread: rows are grouped in panels of kPanelRows, and a panel stores block
-// 0 (elements 0-31) of each of its rows, then block 1 of each, and so on. A last panel of fewer
-// rows keeps the same order over its rows. Only the addresses change: every kernel reads the same
-// values in the same order, so results are bit-identical to the row-major weight. 16 rows: one
-// AVX-512 decode tile reads a whole panel (1 KB of bf16 every two steps). Batched decode and
-// prefill read spans of panels, their 3-row tiles running on across panels.
+// The panel layout of dense weights (ops::panel_weight, the default at model load) and the order
+// in which every dense linear layer reduces (docs/decisions.md, "Dense linear layers reduce along
+// the input").
 //
-// Blocks of 32 elements put each bf16 row's block in a cache line of its own, so a 3-row tile
-// never shares a line with the next tile, which would read it again later. Against blocks of 16
-// (two rows per line), single-core from cache (4864 x 896 bf16, panels against rows): 8 tokens
-// 0.87 -> 0.94-1.01 of rows' speed; and ops::linear from memory, one token, 2 threads, 80 such
-// weights in turn: 45-56 -> 62-66 GB/s (the read probe 63-75). With blocks of 16, panels of
-// rows longer than 2 KB had made 8-token batches 40-45% slower (each tile re-read the panel from
-// L2 in strided passes) and were left row-major; with blocks of 32 every width gains (1B bf16,
-// rows -> panels: decode 18 -> 29 tok/s, 8 sequences 78 -> 83-88, prefill 106-119 -> 135-139).
+// Rows go in panels of kPanelRows; a panel stores input 0 of each of its rows, then input 1 of
+// each, and so on, and a last panel of fewer rows is padded with zero rows. A register holds 16
+// consecutive rows at one input, so every kernel keeps rows across its lanes and each output is a
+// plain sequence of fused multiply-adds along the input:
+//   y[t][r] = fma(w[r][in-1], x[t][in-1], ... fma(w[r][1], x[t][1], fma(w[r][0], x[t][0], 0))).
+// The order depends only on `in`. Decode reads a few panels side by side, each one sequential
+// stream; a batch or a prefill tile reads one panel front to back and uses each weight it loads
+// for every token of the tile (a 32 x 8 register tile: 16 fmas per 64-byte line of bf16). Rows
+// across lanes replaced a 16-lane dot product per row, whose batch tiles read 3-6 row stripes of
+// 16-row panels: a scratch program of this layout read 8-token batches from memory at 300-327
+// GFLOP/s on 2 threads against the old kernels' 172-231 (docs/performance.md, twenty-fifth session).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 namespace kvlm::cpu {
 
-inline constexpr int64_t kPanelRows = 16, kPanelBlock = 32;
+inline constexpr int64_t kPanelRows = 32;
 
-// Where row r of a panel-ordered [rows, in] matrix lies: element i is at
-// start + (i / kPanelBlock) * step + i % kPanelBlock.
-struct PanelRow {
-  int64_t start, step;
-};
+// Rows stored for `rows` rows: whole panels.
+inline int64_t panel_stored_rows(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows * kPanelRows; }
 
-inline PanelRow panel_row(int64_t r, int64_t rows, int64_t in) {
-  const int64_t first = r / kPanelRows * kPanelRows;
-  const int64_t n = std::min(kPanelRows, rows - first);
-  return {first * in + (r - first) * kPanelBlock, n * kPanelBlock};
+// Where element (r, k) of a panel-ordered weight with `in` inputs lies.
+inline int64_t panel_index(int64_t r, int64_t k, int64_t in) {
+  return (r / kPanelRows * in + k) * kPanelRows + r % kPanelRows;
+}
+
+// Writes panel p of a row-major [rows, in] matrix of T at `src` into dst (in * kPanelRows
+// elements), rows past the matrix as zeros. Inputs go 64 at a time so that the rows' reads and the
+// panel's writes both stay within a few KB.
+template <class T>
+void pack_panel(const T* src, int64_t rows, int64_t in, int64_t p, T* dst) {
+  constexpr int64_t kStep = 64;
+  const int64_t first = p * kPanelRows, n = std::min(kPanelRows, rows - first);
+  if (n < kPanelRows) std::memset(static_cast<void*>(dst), 0, size_t(in * kPanelRows) * sizeof(T));
+  for (int64_t k0 = 0; k0 < in; k0 += kStep) {
+    const int64_t k1 = std::min(in, k0 + kStep);
+    for (int64_t r = 0; r < n; ++r) {
+      const T* row = src + (first + r) * in;
+      for (int64_t k = k0; k < k1; ++k) dst[k * kPanelRows + r] = row[k];
+    }
+  }
 }
 
 }  // namespace kvlm::cpu
