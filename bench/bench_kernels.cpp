@@ -255,8 +255,7 @@ BENCHMARK(DecodeStreamBySize)
 // A batch of 8 tokens through bf16 panels of the model shapes, from memory: the 0.5B MLP's down
 // projection (896 x 4864) and up projection (4864 x 896), the 1B shape's q/o (2048 x 2048), up
 // (8192 x 2048) and down (2048 x 8192). ops::linear on all pool threads, each call on the next of
-// enough copies (1 GB) that its weight comes from memory. Args: out, in. Inputs wider than
-// 1024 take the wide batch tile on AVX-512.
+// enough copies (1 GB) that its weight comes from memory. Args: out, in.
 void BatchFromMemory(benchmark::State& state) {
   const int64_t out = state.range(0), in = state.range(1), T = 8;
   const std::vector<ops::Weight>& ws = cold_copies(

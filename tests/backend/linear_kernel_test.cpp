@@ -103,6 +103,25 @@ void expect_paths_equal(const TestWeight& tw, int64_t T, const std::string& what
     }
 }
 
+TEST(LinearRows, DenseReducesAlongTheInput) {
+  // One fma after another from input 0: 1e8 + 1 rounds back to 1e8, and -1e8 then leaves 0 (the
+  // 16-lane order of dot.h would add the 1 last and give 1). Each ISA, each stored dtype, any
+  // number of tokens.
+  const std::vector<float> xs = {1e8f, 1.0f, -1e8f};
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const TestWeight tw = dense({1.0f, 1.0f, 1.0f}, 1, 3, dt);
+    for (int64_t T : {1, 3, 9}) {
+      std::vector<float> x;
+      for (int64_t t = 0; t < T; ++t) x.insert(x.end(), xs.begin(), xs.end());
+      for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+        if (!isa_supported(isa)) continue;
+        for (float y : run(isa, x, T, tw.w, 0, 1)) EXPECT_EQ(y, 0.0f) << isa_name(isa) << " " << dtype_name(dt);
+        for (float y : run(isa, x, T, ops::panel_weight(tw.w), 0, 1)) EXPECT_EQ(y, 0.0f) << isa_name(isa);
+      }
+    }
+  }
+}
+
 TEST(LinearRows, DenseEveryIsaEqualsPortable) {
   for (int64_t in : {1, 7, 16, 17, 33, 100, 384})
     for (int64_t R : {1, 2, 3, 4, 5, 9, 17})
@@ -128,9 +147,9 @@ TEST(LinearRows, AffineEveryIsaEqualsPortable) {
 }
 
 TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
-  // On the AVX-512 path (prefill tiles of 6 tokens by 4 rows), in = 4001 makes token blocks of 126
-  // tokens (2 MB): 149 tokens end in a ragged block of 23 with a ragged tail; 71 rows cross the
-  // prefill loop's weight blocks (512 KB widened to f32: 32 rows here) with a ragged last block.
+  // Dense: in = 4001 makes token blocks of 128 tokens (2 MB of inputs): 149 tokens end in a ragged
+  // block of 21, whose last tile takes halving tiles; 71 rows end in a panel of 7. MLX affine on
+  // AVX-512 (prefill tiles of 6 tokens by 4 rows): 126-token blocks.
   const int64_t in = 4001, R = 71;
   expect_paths_equal(dense(normal(size_t(R * in), 5), R, in, DType::kBF16), 149, "bf16");
   // 4-bit rows of 4096 weights, dequantized per block of 32 rows: 131 rows end in a ragged
@@ -139,29 +158,27 @@ TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
   expect_paths_equal(affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16), 140, "affine4");
 }
 
-TEST(LinearRows, BatchesCrossStreamBlocks) {
-  // 100 rows cross the batch loop's blocks of 48 rows with a ragged last one; 13 and 16 tokens make
-  // a second token tile that reads each block after the first; 5 tokens only halving tiles. Inputs
-  // wider than 1024 take the wide batch tile on AVX-512 (4 tokens x 6 rows; 6 does not divide 100).
+TEST(LinearRows, BatchesCrossPanelsAndTokenTiles) {
+  // 100 rows: three panels and one of 4 rows (one token reads four panels at once on AVX-512, one
+  // at a time on AVX2); 5 tokens take halving tiles (4 + 1 on AVX-512), 13 a full tile and halving
+  // ones, 16 two tiles, the second reading each panel from the caches.
   const int64_t R = 100;
   for (int64_t in : {40, 64, 1041, 1056}) {
     const TestWeight tw = dense(normal(size_t(R * in), uint32_t(in)), R, in, DType::kBF16);
+    const ops::Weight panels = ops::panel_weight(tw.w);
+    ASSERT_TRUE(panels.panels);
     for (int64_t T : {1, 5, 8, 13, 16}) {
       expect_paths_equal(tw, T, "bf16");
-      const ops::Weight panels = ops::panel_weight(tw.w);
-      if (panels.panels) {
-        const auto x = normal(size_t(T * in), uint32_t(T));
-        for (Isa isa : simd_paths())
-          EXPECT_TRUE(same_bits(run(Isa::kPortable, x, T, tw.w, 0, R), run(isa, x, T, panels, 0, R)))
-              << isa_name(isa) << " panels T=" << T;
-      }
+      const auto x = normal(size_t(T * in), uint32_t(T));
+      for (Isa isa : simd_paths())
+        EXPECT_TRUE(same_bits(run(Isa::kPortable, x, T, tw.w, 0, R), run(isa, x, T, panels, 0, R)))
+            << isa_name(isa) << " panels T=" << T;
     }
   }
 }
 
 TEST(LinearRows, PanelOrderGivesTheRowMajorBits) {
-  // 37 rows end in a panel of 5; row ranges from 0, 1 and 11 start inside panels. Widths of one
-  // panel block, three, and thirteen.
+  // 37 rows end in a panel of 5; row ranges from 1 and 11 start inside the first panel.
   for (DType dt : {DType::kF32, DType::kBF16, DType::kF16})
     for (int64_t in : {32, 96, 416}) {
       const int64_t R = 37;

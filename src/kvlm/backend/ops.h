@@ -45,7 +45,7 @@ struct Weight {
   Tensor bias;                     // optional additive bias [out] (any float dtype); undefined = none
   int64_t out_features = 0, in_features = 0;
   MatmulPath matmul = MatmulPath::kExact;  // ignored by dense weights and embedding()
-  bool panels = false;             // dense `weight` in the decode layout of cpu/panels.h
+  bool panels = false;             // dense `weight` in the panel layout of cpu/panels.h
   Tensor int8_tiles;               // the int8 path's copy of an affine weight (int8_weight)
 
   bool has_bias() const { return bias.defined(); }

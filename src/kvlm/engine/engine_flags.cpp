@@ -90,8 +90,9 @@ void add_weight_layout_option(CLI::App& app, bool& panel_weights) {
              throw CLI::ValidationError("--weight-layout", "unknown value '" + v + "' (expected panels or rows)");
            panel_weights = v == "panels";
          },
-         "Dense weights in memory: panels (copied at load into panels of 16 rows, one sequential "
-         "stream per thread in decode) or rows (the checkpoint's order, mapped without a copy)")
+         "Dense weights in memory: panels (copied at load into panels of 32 rows stored input by "
+         "input, the order the kernels read) or rows (the checkpoint's order, mapped without a copy; "
+         "each call packs the panels it reads; the same results)")
       ->default_str(panel_weights ? "panels" : "rows");
 }
 

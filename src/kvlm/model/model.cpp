@@ -23,8 +23,8 @@ struct LayerWeights {
 };
 
 // A linear module `name` ([out, in]) in whichever format the checkpoint stores it, with its
-// optional additive bias; with `panels`, dense weights in the decode layout (ops::panel_weight);
-// affine weights on the int8 path with its copy (ops::int8_weight).
+// optional additive bias; with `panels`, dense weights in the kernels' panel layout
+// (ops::panel_weight); affine weights on the int8 path with its copy (ops::int8_weight).
 ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t out, int64_t in,
                         ops::MatmulPath matmul, bool panels) {
   const Tensor bias = ck.has(name + ".bias") ? ck.tensor_checked(name + ".bias", {out}) : Tensor();

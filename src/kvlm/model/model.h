@@ -41,9 +41,9 @@ struct ModelLoadOptions {
   // 4/8-bit and TurboQuant k4/k8 codes, cpu/attention_codes.h).
   ops::MatmulPath matmul = ops::MatmulPath::kInt8;
   // Copy dense weights into the panel order of cpu/panels.h at load (ops::panel_weight,
-  // --weight-layout panels): the same results, decode reads one stream per thread
-  // (docs/performance.md). The checkpoint's pages of each copied weight are released, so the
-  // weights stay resident once. false keeps them as views of the mmapped checkpoint.
+  // --weight-layout panels): the order the kernels read. The checkpoint's pages of each copied
+  // weight are released, so the weights stay resident once. false keeps them as views of the
+  // mmapped checkpoint, and every linear call packs the panels it reads (the same results).
   bool panel_weights = true;
 };
 

@@ -22,6 +22,8 @@ float dot_portable(const float* a, const float* b, int64_t n) {
   return fold_lanes(acc);
 }
 
+namespace {
+
 // Dense weights reduce along the input, one fused multiply-add after another (panels.h); MLX
 // affine rows take the 16-lane dot of dot.h.
 float input_order_dot(const float* x, const float* w, int64_t n) {
@@ -29,6 +31,8 @@ float input_order_dot(const float* x, const float* w, int64_t n) {
   for (int64_t k = 0; k < n; ++k) acc = std::fma(w[k], x[k], acc);
   return acc;
 }
+
+}  // namespace
 
 void linear_rows_portable(const LinearRows& job, const PackedX&) {
   const int64_t in = job.w->in_features;

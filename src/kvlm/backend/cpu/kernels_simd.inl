@@ -1,12 +1,14 @@
 // The SIMD paths of dot.h, linear_rows.h and vector_math.h, written once over a 16-lane vector
 // type. Included by kernels_avx2.cpp and kernels_avx512.cpp, which first define
 //   KVLM_TARGET   the target attribute every function here carries, and
-//   struct Vec    16 f32 lanes: zero, set1, iota16, load, store, widen_bf16, widen_f16, lut4,
-//                 codes8, codes_i32, affine, fma, add, sub, mul, div, neg, exp, fold,
-//   kTileTokens, kTileRows, kDecodeRows   the register tiles of the linear kernel (batches, decode),
-//   kWideBatchTokens, kWideBatchRows      of batches against dense rows wider than kWideBatchIn,
-//   kPrefillTokens, kPrefillRows          and of prefill.
-// Each output is one 16-lane accumulator: fma in lane order over blocks of 16, a zero-padded last
+//   struct Vec    16 f32 lanes: zero, set1, iota16, load, store, widen_bf16, widen_f16,
+//                 widen_bf16_pairs, interleave, lut4, codes8, codes_i32, affine, fma, add, sub, mul,
+//                 div, neg, exp, fold,
+//   kTileTokens, kTileRows, kDecodeRows   the register tiles of MLX affine rows (batches, decode)
+//   kPrefillTokens, kPrefillRows          and of their prefill,
+//   kPanelTokens, kPanelDecodePanels      and of dense panels (batches and prefill, decode).
+// Dense weights keep rows across lanes and reduce along the input (panels.h). MLX affine rows run
+// one 16-lane accumulator per output: fma in lane order over blocks of 16, a zero-padded last
 // block, then Vec::fold, which is exactly dot_portable's order.
 #include <algorithm>
 #include <cstdint>
@@ -52,7 +54,6 @@ struct RowsAhead {
 // row(r).load(i) yields weights i .. i+15 of row r (relative to the job's r0).
 struct F32Rows {
   static constexpr bool kTables = false;
-  static constexpr bool kDequantizeBlocks = false;
   const float* base;
   int64_t in;
   struct Row {
@@ -81,7 +82,6 @@ struct F32Rows {
 template <int kBits>
 struct AffineRows {
   static constexpr bool kTables = kBits == 4;
-  static constexpr bool kDequantizeBlocks = true;
   const uint32_t* packed;
   int64_t words;                  // packed words per row
   const float *scales, *biases;   // widened, [rows, groups]
@@ -302,16 +302,16 @@ KVLM_TARGET void widen_row(const Rows& rows, int64_t r, int64_t in, float* out) 
 // block passes over it (one tile's inputs, at most 8 tokens, in L1/L2), so the weights are read
 // from memory once per token block, however large the matrix. The token block lives in the
 // last-level cache: 2 MB rather than an L2-sized 384 KB prefilled the 1B shape (MLP width 8192,
-// 12-token blocks) at 76-82 instead of 56-68 tok/s, the 0.5B shape within noise of before. MLX
-// affine rows are dequantized once per block into an f32 copy instead of once per tile of tokens
-// (bf16 and f16 rows widen in registers for less than the copy's extra reads cost).
-// A token tile's inputs come from the last-level cache for the block's first row tile and from L2
-// for the others, so the block needs several row tiles: 512 KB (sized as f32) rather than 256 KB
-// gives the 8192-wide down projection 15 rows instead of 6 (single core, 128 tokens: 117-120 ->
-// 152-156 GFLOP/s; the 1B prefill +5-8%, the 0.5B within noise).
+// 12-token blocks) at 76-82 instead of 56-68 tok/s. MLX affine rows are dequantized once per block
+// into an f32 copy instead of once per tile of tokens. A token tile's inputs come from the
+// last-level cache for the block's first row tile and from L2 for the others, so the block needs
+// several row tiles: 512 KB (sized as f32) rather than 256 KB gave the 8192-wide down projection
+// 15 rows instead of 6 (single core, 128 tokens: 117-120 -> 152-156 GFLOP/s). Dense panels use the
+// same token blocks (run_panel_range).
 constexpr int64_t kTokenBlockBytes = 2 * 1024 * 1024;
 constexpr int64_t kWeightBlockBytes = 512 * 1024;
 
+// MLX affine rows of any width.
 template <class Rows>
 KVLM_TARGET void run(const LinearRows& job, const PackedX& px, const Rows& rows) {
   const int64_t in = job.w->in_features;
@@ -327,19 +327,14 @@ KVLM_TARGET void run(const LinearRows& job, const PackedX& px, const Rows& rows)
   const PackedTokens<NT> x = packed_tokens<NT>(px);
   const int64_t token_block = std::max<int64_t>(NT, kTokenBlockBytes / (in * 4) / NT * NT);
   const int64_t row_block = std::max<int64_t>(NR, kWeightBlockBytes / (in * 4) / NR * NR);
-  constexpr bool kWiden = Rows::kDequantizeBlocks;
   thread_local std::vector<float> widened;
-  if (kWiden) widened.resize(size_t(row_block * in));
+  widened.resize(size_t(row_block * in));
   for (int64_t t = 0; t < job.T; t += token_block) {
     const int64_t t1 = std::min(t + token_block, job.T);
     for (int64_t r = 0; r < job.R; r += row_block) {
       const int64_t r1 = std::min(r + row_block, job.R);
-      if constexpr (kWiden) {
-        for (int64_t j = r; j < r1; ++j) widen_row(rows, j, in, widened.data() + (j - r) * in);
-        tile_tokens<NT, NR>(x, t, t1, in, F32Rows{widened.data(), in}, 0, r1 - r, job.y + r, job.ldy);
-      } else {
-        tile_tokens<NT, NR>(x, t, t1, in, rows, r, r1, job.y, job.ldy);
-      }
+      for (int64_t j = r; j < r1; ++j) widen_row(rows, j, in, widened.data() + (j - r) * in);
+      tile_tokens<NT, NR>(x, t, t1, in, F32Rows{widened.data(), in}, 0, r1 - r, job.y + r, job.ldy);
     }
   }
 }
