@@ -115,7 +115,8 @@ TEST(LinearRows, DenseReducesAlongTheInput) {
       for (int64_t t = 0; t < T; ++t) x.insert(x.end(), xs.begin(), xs.end());
       for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
         if (!isa_supported(isa)) continue;
-        for (float y : run(isa, x, T, tw.w, 0, 1)) EXPECT_EQ(y, 0.0f) << isa_name(isa) << " " << dtype_name(dt);
+        for (float y : run(isa, x, T, tw.w, 0, 1))
+          EXPECT_EQ(y, 0.0f) << isa_name(isa) << " " << dtype_name(dt);
         for (float y : run(isa, x, T, ops::panel_weight(tw.w), 0, 1)) EXPECT_EQ(y, 0.0f) << isa_name(isa);
       }
     }
@@ -204,7 +205,8 @@ TEST(LinearRows, PanelOrderTakesEveryDenseWeight) {
   // Any width and any row count (5 rows: one panel padded with 27 zero rows); MLX affine codes stay
   // in the checkpoint's layout.
   for (int64_t in : {17, 48, 8192}) {
-    const ops::Weight w = ops::panel_weight(dense(normal(size_t(in * 5), uint32_t(in)), 5, in, DType::kBF16).w);
+    const TestWeight tw = dense(normal(size_t(in * 5), uint32_t(in)), 5, in, DType::kBF16);
+    const ops::Weight w = ops::panel_weight(tw.w);
     EXPECT_TRUE(w.panels) << in;
     EXPECT_EQ(w.weight.dim(0), kPanelRows) << in;
   }

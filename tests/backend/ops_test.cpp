@@ -288,7 +288,8 @@ TEST(Linear, AffineWeightEqualsItsDequantization) {
     const Tensor x = Tensor::from_f32(random_values(2 * 64, 4), {2, 64});
     std::vector<float> want;
     for (int64_t t = 0; t < 2; ++t)
-      for (int64_t r = 0; r < 20; ++r) want.push_back(cpu::dot_portable(x.data<float>() + t * 64, deq.data<float>() + r * 64, 64));
+      for (int64_t r = 0; r < 20; ++r)
+        want.push_back(cpu::dot_portable(x.data<float>() + t * 64, deq.data<float>() + r * 64, 64));
     EXPECT_EQ(values(linear(x, qw)), want) << bits;
     const int32_t ids[] = {7, 0, 19};
     EXPECT_TRUE(same_bits(embedding(qw, ids), embedding(dense, ids))) << bits;

@@ -64,9 +64,16 @@ void narrow(const float* src, int64_t n, DType dt, void* dst) {
 
 const float* weight_row(const ops::Weight& w, int64_t row, float* buf) {
   const int64_t in = w.in_features;
-  if (w.panels) {
+  if (w.panels) {  // the row's inputs lie kPanelRows elements apart
     const int64_t at = panel_index(row, 0, in);
-    for (int64_t k = 0; k < in; ++k) widen(w.weight, at + k * kPanelRows, 1, buf + k);
+    const auto gather = [&](const auto* p, auto to_f32) {
+      for (int64_t k = 0; k < in; ++k) buf[k] = to_f32(p[at + k * kPanelRows]);
+    };
+    switch (w.weight.dtype()) {
+      case DType::kF32: gather(w.weight.data<float>(), [](float v) { return v; }); break;
+      case DType::kBF16: gather(w.weight.data<uint16_t>(), bf16_to_f32); break;
+      default: gather(w.weight.data<uint16_t>(), f16_to_f32); break;
+    }
     return buf;
   }
   if (!w.quant) {

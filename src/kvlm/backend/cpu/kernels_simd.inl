@@ -365,7 +365,9 @@ struct PanelF32 {
   using T = float;
   static constexpr bool kInterleaved = false;
   static constexpr int kLines = 2;
-  static KVLM_TARGET void load(const float* p, Vec& a, Vec& b) { a = Vec::load(p), b = Vec::load(p + kDotLanes); }
+  static KVLM_TARGET void load(const float* p, Vec& a, Vec& b) {
+    a = Vec::load(p), b = Vec::load(p + kDotLanes);
+  }
 };
 struct PanelBF16 {
   using T = uint16_t;
@@ -382,8 +384,9 @@ struct PanelF16 {
   }
 };
 
-// Prefetch distance along a panel's stream. A scratch program reading 8-token batches from memory
-// on 2 threads: none 257-280 GFLOP/s, 1 KB 226-243, 4 KB 300-325, 8 KB 303-327.
+// Prefetch distance along a panel's stream. A scratch program of this layout reading 8-token
+// batches from memory on 2 threads: none 257-280 GFLOP/s, 1 KB 226-243, 4 KB 300-325, 8 KB
+// 303-327.
 constexpr int64_t kPanelAheadBytes = 4096;
 
 // Outputs of NT tokens for NP panels, panel i's input 0 at w[i]: each input adds two fmas per
@@ -492,8 +495,8 @@ KVLM_TARGET void run_panel_range(const LinearRows& job, const PackedX& px, int64
     const int64_t t1 = std::min(job.T, t0 + block);
     for (int64_t p = p0; p < p1; ++p)
       for (int64_t t = t0; t < t1; t += G)
-        panel_tokens<G, G, L>(panel_at(p), p, px.data.get() + t / G * px.group, 0, std::min<int64_t>(G, t1 - t),
-                              job, t, t == t0);
+        panel_tokens<G, G, L>(panel_at(p), p, px.data.get() + t / G * px.group, 0,
+                              std::min<int64_t>(G, t1 - t), job, t, t == t0);
   }
 }
 

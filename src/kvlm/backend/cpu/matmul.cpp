@@ -86,7 +86,8 @@ Weight panel_weight(const Weight& w) {
   Tensor packed = Tensor::empty_streamed({cpu::panel_stored_rows(rows), in}, w.weight.dtype());
   const auto pack = [&]<class T>(const T* src, T* dst) {
     thread_pool().parallel_for(size_t(packed.dim(0) / cpu::kPanelRows), 1, [&](size_t b, size_t e) {
-      for (int64_t p = int64_t(b); p < int64_t(e); ++p) cpu::pack_panel(src, rows, in, p, dst + p * in * cpu::kPanelRows);
+      for (int64_t p = int64_t(b); p < int64_t(e); ++p)
+        cpu::pack_panel(src, rows, in, p, dst + p * in * cpu::kPanelRows);
     });
   };
   if (w.weight.dtype() == DType::kF32) pack(w.weight.data<float>(), packed.data<float>());
@@ -176,8 +177,8 @@ std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws,
       // Every layout keeps rows in order by blocks (16-row int8 tiles, 32-row panels), padding the last.
       const bool tiles = cpu::uses_int8(*w);
       const Tensor& t = tiles ? w->int8_tiles : w->weight;
-      const int64_t stored = tiles ? (w->out_features + cpu::kInt8TileRows - 1) / cpu::kInt8TileRows * cpu::kInt8TileRows
-                                   : t.dim(0);
+      const int64_t stored =
+          tiles ? (w->out_features + cpu::kInt8TileRows - 1) / cpu::kInt8TileRows * cpu::kInt8TileRows : t.dim(0);
       const size_t row_bytes = t.nbytes() / size_t(stored);
       const size_t bytes = size_t(std::min(share, w->out_features - r)) * row_bytes;
       out[size_t(i - 1)] = {static_cast<const char*>(t.raw()) + size_t(r) * row_bytes, std::min(bytes, kReadAheadBytes)};

@@ -11,9 +11,9 @@
 // The order depends only on `in`. Decode reads a few panels side by side, each one sequential
 // stream; a batch or a prefill tile reads one panel front to back and uses each weight it loads
 // for every token of the tile (a 32 x 8 register tile: 16 fmas per 64-byte line of bf16). Rows
-// across lanes replaced a 16-lane dot product per row, whose batch tiles read 3-6 row stripes of
-// 16-row panels: a scratch program of this layout read 8-token batches from memory at 300-327
-// GFLOP/s on 2 threads against the old kernels' 172-231 (docs/performance.md, twenty-fifth session).
+// across lanes replaced a 16-lane dot product per row, whose batch tiles read 3-6-row stripes of
+// 16-row panels: 8-token bf16 batches from memory (bench_kernels BatchFromMemory, 2 threads) went
+// from 163-230 to 243-308 GFLOP/s (docs/performance.md, twenty-fifth session).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
