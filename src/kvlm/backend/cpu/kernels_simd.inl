@@ -12,9 +12,7 @@
 // block, then Vec::fold, which is exactly dot_portable's order.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
@@ -510,19 +508,11 @@ KVLM_TARGET void run_panels(const LinearRows& job, const PackedX& px) {
   const int64_t p0 = job.r0 / kPanelRows, p1 = (job.r0 + job.R + kPanelRows - 1) / kPanelRows;
   const T* base = static_cast<const T*>(w.weight.raw());
   if (w.panels) return run_panel_range<L>(job, px, p0, p1, [&](int64_t p) { return base + p * panel; });
-  struct Free {
-    void operator()(T* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<T, Free> scratch;
-  thread_local int64_t scratch_elements = 0;
-  if (scratch_elements < panel) {
-    scratch.reset(static_cast<T*>(std::aligned_alloc(64, size_t(panel) * sizeof(T) / 64 * 64 + 64)));
-    check(scratch != nullptr, "linear: out of memory for a weight panel");
-    scratch_elements = panel;
-  }
+  thread_local std::vector<T> scratch;
+  scratch.resize(size_t(panel));
   for (int64_t p = p0; p < p1; ++p) {
-    pack_panel(base, w.out_features, in, p, scratch.get());
-    run_panel_range<L>(job, px, p, p + 1, [&](int64_t) { return static_cast<const T*>(scratch.get()); });
+    pack_panel(base, w.out_features, in, p, scratch.data());
+    run_panel_range<L>(job, px, p, p + 1, [&](int64_t) { return static_cast<const T*>(scratch.data()); });
   }
 }
 

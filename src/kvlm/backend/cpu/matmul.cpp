@@ -1,6 +1,5 @@
 // Embedding gather and linear layers against every weight format (dense f32/f16/bf16, MLX affine).
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kvlm/backend/profile.h"
@@ -174,7 +173,8 @@ std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws,
         r -= w->out_features;
         continue;
       }
-      // Every layout keeps rows in order by blocks (16-row int8 tiles, 32-row panels), padding the last.
+      // Every layout keeps rows in order by blocks (16-row int8 tiles, 32-row panels) and pads the
+      // last.
       const bool tiles = cpu::uses_int8(*w);
       const Tensor& t = tiles ? w->int8_tiles : w->weight;
       const int64_t stored =
