@@ -182,6 +182,22 @@ TEST(KVCodec, Bf16AndF16CachesStayChunkInvariantAndClose) {
   }
 }
 
+// Dense weights in the checkpoint's row order (--weight-layout rows) pack each panel per call:
+// the same values in the same order as the panels copied at load, so the same bits, tied and
+// untied heads, with and without biases.
+TEST(WeightLayout, RowsGiveThePanelsBits) {
+  for (const char* name : {"llama_tied", "llama_untied_bias", "qwen3_untied"}) {
+    const Golden g = load_golden(name);
+    ModelLoadOptions rows;
+    rows.panel_weights = false;
+    auto panels_model = Model::load(fixture_dir(name));
+    auto rows_model = Model::load(fixture_dir(name), rows);
+    const std::vector<int32_t> tokens = stream_of(g);
+    EXPECT_TRUE(same_bits(run_chunked(*rows_model, tokens, 5), run_chunked(*panels_model, tokens, 5)))
+        << name;
+  }
+}
+
 TEST(KVPoolBudget, OutOfBlocksIsAnErrorAndLeavesTheSequenceUnchanged) {
   const Golden g = load_golden("llama_tied");
   ModelLoadOptions opts;
