@@ -365,8 +365,8 @@ struct PagedCache {
   PagedCache(const KVCodecSpec& spec, int64_t tokens) : codec(spec, int(kHeadDim)) {
     constexpr int64_t kBlock = 16;
     const int64_t blocks = (tokens + kBlock - 1) / kBlock;
-    keys = Tensor::empty({blocks, kBlock, kKVHeads, int64_t(codec.key_row_bytes())}, DType::kU8);
-    values = Tensor::empty({blocks, kBlock, kKVHeads, int64_t(codec.value_row_bytes())}, DType::kU8);
+    keys = Tensor::empty({kKVHeads, blocks, kBlock, int64_t(codec.key_row_bytes())}, DType::kU8);
+    values = Tensor::empty({kKVHeads, blocks, kBlock, int64_t(codec.value_row_bytes())}, DType::kU8);
     for (int64_t b = 0; b < blocks; ++b) table.push_back(int32_t(b));
     ops::kv_write(random_f32({tokens, kKVHeads, kHeadDim}, 10), random_f32({tokens, kKVHeads, kHeadDim}, 11),
                   view(), 0);
@@ -415,9 +415,7 @@ void AttentionTask(benchmark::State& state) {
   const int group = int(kHeads / kKVHeads);
   const Tensor q = random_f32({1, group, kHeadDim}, 12);
   const cpu::AttentionRowOps row_ops = cpu::attention_row_ops(cache.codec);
-  const cpu::KVRows rows = {cache.keys.data<uint8_t>(), cache.values.data<uint8_t>(),
-                            cache.codec.key_row_bytes(), cache.codec.value_row_bytes(),
-                            cache.table.data(), cache.keys.dim(1), kKVHeads, 0};
+  const cpu::KVRows rows = cpu::kv_rows(cache.view(), 0);
   std::vector<float> scratch, out(size_t(group) * size_t(kHeadDim + 2));
   float* o = out.data();
   for (auto _ : state) {
@@ -456,8 +454,8 @@ void AttentionFromMemory(benchmark::State& state) {
   const int64_t pool_mb = std::max<int64_t>(state.range(2), 8);
   const int64_t row = int64_t(codec.key_row_bytes()), blocks = (pool_mb << 20) / (kBlock * kKVHeads * row);
   // On huge pages, as the model's KV pool.
-  const Tensor keys = Tensor::empty_streamed({blocks, kBlock, kKVHeads, row}, DType::kU8);
-  const Tensor values = Tensor::empty_streamed({blocks, kBlock, kKVHeads, row}, DType::kU8);
+  const Tensor keys = Tensor::empty_streamed({kKVHeads, blocks, kBlock, row}, DType::kU8);
+  const Tensor values = Tensor::empty_streamed({kKVHeads, blocks, kBlock, row}, DType::kU8);
   std::vector<std::vector<int32_t>> tables(size_t(blocks / per_seq));
   const Tensor k = random_f32({tokens, kKVHeads, kHeadDim}, 10), v = random_f32({tokens, kKVHeads, kHeadDim}, 11);
   for (size_t s = 0; s < tables.size(); ++s) {

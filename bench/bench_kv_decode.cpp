@@ -69,18 +69,19 @@ void fill_random_kv(Model& model, KVSequence& seq, int64_t n) {
       codec.encode_value_row(x.data(), values.data() + size_t(r) * codec.value_row_bytes());
     }
     const ops::PagedKV kv = seq.layer_view(l);
-    auto* kb = static_cast<uint8_t*>(kv.keys.raw());
-    auto* vb = static_cast<uint8_t*>(kv.values.raw());
-    for (int64_t pos = 0; pos < n; ++pos)
-      for (int64_t h = 0; h < c.n_kv_heads; ++h) {
-        const int64_t slot = (int64_t(seq.blocks()[size_t(pos / c.block_size)]) * c.block_size +
-                              pos % c.block_size) * c.n_kv_heads + h;
+    for (int64_t h = 0; h < c.n_kv_heads; ++h) {
+      auto* kb = static_cast<uint8_t*>(kv.keys.raw()) + cpu::kv_head_offset(kv.keys, h);
+      auto* vb = static_cast<uint8_t*>(kv.values.raw()) + cpu::kv_head_offset(kv.values, h);
+      const cpu::KVRows rows = cpu::kv_rows(kv, h);
+      for (int64_t pos = 0; pos < n; ++pos) {
+        const int64_t slot = rows.slot(pos);
         const size_t r = size_t(pos * c.n_kv_heads + h) % kDistinctRows;
         std::memcpy(kb + size_t(slot) * codec.key_row_bytes(), keys.data() + r * codec.key_row_bytes(),
                     codec.key_row_bytes());
         std::memcpy(vb + size_t(slot) * codec.value_row_bytes(),
                     values.data() + r * codec.value_row_bytes(), codec.value_row_bytes());
       }
+    }
   }
   seq.commit_append(int32_t(n));
 }

@@ -61,8 +61,8 @@ struct PagedFixture {
                int64_t block_size_ = 16)
       : block_size(block_size_), kv_heads(kv_heads_), dim(dim_), codec(spec, int(dim_)) {
     const int64_t blocks = (tokens + block_size - 1) / block_size + 1;
-    keys = Tensor::zeros({blocks, block_size, kv_heads, int64_t(codec.key_row_bytes())}, DType::kU8);
-    values_ = Tensor::zeros({blocks, block_size, kv_heads, int64_t(codec.value_row_bytes())}, DType::kU8);
+    keys = Tensor::zeros({kv_heads, blocks, block_size, int64_t(codec.key_row_bytes())}, DType::kU8);
+    values_ = Tensor::zeros({kv_heads, blocks, block_size, int64_t(codec.value_row_bytes())}, DType::kU8);
     for (int64_t b = blocks - 1; b >= 1; --b) table.push_back(int32_t(b));  // out of order
     k = random_values(size_t(tokens * kv_heads * dim), 7);
     v = random_values(size_t(tokens * kv_heads * dim), 8);
@@ -156,9 +156,7 @@ TEST(Attention, EveryCodecEqualsDecodeThenReference) {
 TEST(Attention, RowAddressesAreEachPositionsSlot) {
   const PagedFixture f(kv_passthrough_spec(DType::kBF16), 40, 64, 3, 5);
   for (int64_t head = 0; head < 3; ++head) {
-    const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
-                              f.codec.key_row_bytes(), f.codec.value_row_bytes(),
-                              f.table.data(), f.block_size, f.kv_heads, head};
+    const cpu::KVRows rows = cpu::kv_rows(f.view(), head);
     for (int64_t begin : {0, 3, 5, 9}) {
       const int64_t n = 40 - begin;
       std::vector<const uint8_t*> keys(static_cast<size_t>(n)), values(static_cast<size_t>(n));
@@ -183,9 +181,7 @@ TEST(Attention, AVX2RowOpsEqualPortableBitForBit) {
       const int group = 4;
       std::vector<float> scratch;
       std::vector<float> a(size_t(group * (dim + 2))), b(a.size());
-      const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
-                                f.codec.key_row_bytes(), f.codec.value_row_bytes(),
-                                f.table.data(), f.block_size, f.kv_heads, 1};
+      const cpu::KVRows rows = cpu::kv_rows(f.view(), 1);
       for (auto [ops, out] : {std::pair{portable, a.data()}, std::pair{avx2, b.data()}})
         cpu::attention_chunk(ops, f.codec, rows, q.data<float>() + 4 * dim, group, 0.125f, 3, 259,
                              {out + 2 * group, out, out + group}, scratch);
@@ -236,8 +232,8 @@ TEST(Attention, ErrorsNameTheProblem) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "attention: key and value caches must be u8 [blocks, block_size, kv_heads, row bytes] "
-              "tensors with the row sizes of codec turbo:k4v3, got u8[4, 4, 2, 72] cpu and u8[4, 4, 2, 28] cpu");
+              "attention: key and value caches must be u8 [kv_heads, blocks, block_size, row bytes] "
+              "tensors with the row sizes of codec turbo:k4v3, got u8[2, 4, 4, 72] cpu and u8[2, 4, 4, 28] cpu");
   }
 }
 
@@ -263,9 +259,7 @@ TEST(Attention, BlockKernelsOfEveryIsaEqualPortableBitForBit) {
   for (int64_t dim : {64, 128})
     for (const KVCodecSpec& spec : every_codec()) {
       const PagedFixture f(spec, 300, dim);
-      const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
-                                f.codec.key_row_bytes(), f.codec.value_row_bytes(),
-                                f.table.data(), f.block_size, f.kv_heads, 1};
+      const cpu::KVRows rows = cpu::kv_rows(f.view(), 1);
       for (int group : {1, 4, 7})
         for (int64_t n : {1, 15, 17, 100, 256}) {
           const Tensor q = random_queries(1, group, dim, unsigned(n + group));
@@ -294,9 +288,7 @@ TEST(Attention, CodePathOfEveryIsaEqualsPortableBitForBit) {
       const PagedFixture f(spec, 300, dim);
       const auto path = cpu::code_path(f.codec);
       if (!path) continue;
-      const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
-                                f.codec.key_row_bytes(), f.codec.value_row_bytes(),
-                                f.table.data(), f.block_size, f.kv_heads, 1};
+      const cpu::KVRows rows = cpu::kv_rows(f.view(), 1);
       for (int group : {1, 7})
         for (int64_t n : {1, 17, 256}) {
           const Tensor q = random_queries(1, group, dim, unsigned(n + group));
@@ -351,9 +343,7 @@ TEST(Attention, CodePathStaysWithinItsToleranceOfTheReference) {
 
 TEST(Attention, TiledChunkEqualsEachQueryAlone) {
   const PagedFixture f(kv_affine_spec(4, 64, DType::kBF16), 300);
-  const cpu::KVRows rows = {f.keys.data<uint8_t>(), f.values_.data<uint8_t>(),
-                            f.codec.key_row_bytes(), f.codec.value_row_bytes(),
-                            f.table.data(), f.block_size, f.kv_heads, 0};
+  const cpu::KVRows rows = cpu::kv_rows(f.view(), 0);
   const int group = 7, d = int(f.dim);
   const std::vector<int64_t> ends = {21, 40, 41, 250};
   const Tensor q = random_queries(int64_t(ends.size()), group, d, 4);

@@ -25,6 +25,11 @@ KVPoolConfig small_config(int64_t blocks, std::vector<KVCodecSpec> codecs = {kv_
   return c;
 }
 
+// Kv head `head`'s rows of `block` in a layer's storage, u8 [kv_heads, blocks, block_size, row bytes].
+const uint8_t* head_block(const Tensor& storage, int64_t head, int32_t block) {
+  return storage.data<uint8_t>() + size_t((head * storage.dim(1) + block) * storage.dim(2) * storage.dim(3));
+}
+
 std::string error_of(const std::function<void()>& fn) {
   try {
     fn();
@@ -42,12 +47,12 @@ TEST(KVPool, CapacityComesFromTheBudget) {
   KVPool pool(c);
   EXPECT_EQ(pool.num_blocks(), 3);
   EXPECT_EQ(pool.num_free_blocks(), 3);
-  EXPECT_EQ(pool.keys(1).shape(), (Shape{3, 4, 2, 16}));  // rows of 4 f32 values
+  EXPECT_EQ(pool.keys(1).shape(), (Shape{2, 3, 4, 16}));  // rows of 4 f32 values
   EXPECT_EQ(pool.keys(1).dtype(), DType::kU8);
   EXPECT_EQ(pool.bytes_per_token(), 2 * 2 * 2 * 4 * 4);
   KVPool half(small_config(6, {kv_passthrough_spec(DType::kBF16)}));
   EXPECT_EQ(half.num_blocks(), 6);
-  EXPECT_EQ(half.values(0).shape(), (Shape{6, 4, 2, 8}));
+  EXPECT_EQ(half.values(0).shape(), (Shape{2, 6, 4, 8}));
 }
 
 TEST(KVPool, EachLayerHasItsCodecAndTheBudgetCountsCodecBytes) {
@@ -61,9 +66,9 @@ TEST(KVPool, EachLayerHasItsCodecAndTheBudgetCountsCodecBytes) {
   EXPECT_EQ(pool.bytes_per_token(), 2 * (100 + 72));
   EXPECT_EQ(pool.codec(0).name(), "turbo:k8v3");
   EXPECT_EQ(pool.codec(1).name(), "affine4g64");
-  EXPECT_EQ(pool.keys(0).shape(), (Shape{5, 4, 2, 72}));
-  EXPECT_EQ(pool.values(0).shape(), (Shape{5, 4, 2, 28}));
-  EXPECT_EQ(pool.keys(1).shape(), (Shape{5, 4, 2, 36}));
+  EXPECT_EQ(pool.keys(0).shape(), (Shape{2, 5, 4, 72}));
+  EXPECT_EQ(pool.values(0).shape(), (Shape{2, 5, 4, 28}));
+  EXPECT_EQ(pool.keys(1).shape(), (Shape{2, 5, 4, 36}));
   KVSequence seq(pool);
   EXPECT_EQ(seq.layer_view(1).codec, &pool.codec(1));
 }
@@ -157,8 +162,13 @@ TEST(KVSequence, WritingIntoASharedBlockCopiesItFirst) {
   const Tensor k = Tensor::from_f32(std::vector<float>(2 * 2 * 4, 1.5f), {2, 2, 4});
   ops::kv_write(k, k, view, 0);
   owner.commit_append(2);
-  const std::vector<uint8_t> written(pool.keys(0).data<uint8_t>() + owner.blocks()[0] * 4 * 2 * 16,
-                                     pool.keys(0).data<uint8_t>() + owner.blocks()[0] * 4 * 2 * 16 + 2 * 2 * 16);
+  // Both kv heads' rows of tokens 0 and 1 (16 bytes each).
+  const auto first_rows = [&](int32_t block) {
+    std::vector<uint8_t> rows;
+    for (int64_t h = 0; h < 2; ++h) rows.insert(rows.end(), head_block(pool.keys(0), h, block), head_block(pool.keys(0), h, block) + 2 * 16);
+    return rows;
+  };
+  const std::vector<uint8_t> written = first_rows(owner.blocks()[0]);
 
   KVSequence sharer(pool);
   sharer.append_shared_block(owner.blocks()[0], 2);
@@ -168,10 +178,9 @@ TEST(KVSequence, WritingIntoASharedBlockCopiesItFirst) {
   EXPECT_NE(sharer.blocks()[0], owner.blocks()[0]);
   EXPECT_EQ(pool.ref_count(owner.blocks()[0]), 1);
   EXPECT_EQ(pool.ref_count(sharer.blocks()[0]), 1);
-  const uint8_t* copy = pool.keys(0).data<uint8_t>() + sharer.blocks()[0] * 4 * 2 * 16;
-  EXPECT_EQ(std::vector<uint8_t>(copy, copy + written.size()), written);
+  EXPECT_EQ(first_rows(sharer.blocks()[0]), written);
   float first;
-  std::memcpy(&first, copy, 4);
+  std::memcpy(&first, head_block(pool.keys(0), 1, sharer.blocks()[0]), 4);
   EXPECT_EQ(first, 1.5f);
 }
 
@@ -189,14 +198,12 @@ TEST(KVSequence, CopyOnWriteCopiesEveryLayersCodecBytes) {
   sharer.reserve_append(1);
   ASSERT_NE(sharer.blocks()[0], owner.blocks()[0]);
   for (int l = 0; l < 2; ++l)
-    for (const Tensor* s : {&pool.keys(l), &pool.values(l)}) {
-      const size_t block = s->nbytes() / size_t(pool.num_blocks());
-      const uint8_t* base = s->data<uint8_t>();
-      EXPECT_EQ(std::memcmp(base + size_t(owner.blocks()[0]) * block,
-                            base + size_t(sharer.blocks()[0]) * block, block),
-                0)
-          << l;
-    }
+    for (const Tensor* s : {&pool.keys(l), &pool.values(l)})
+      for (int64_t h = 0; h < 2; ++h)
+        EXPECT_EQ(std::memcmp(head_block(*s, h, owner.blocks()[0]), head_block(*s, h, sharer.blocks()[0]),
+                              size_t(s->dim(2) * s->dim(3))),
+                  0)
+            << "layer " << l << " head " << h;
 }
 
 TEST(KVSequence, SharedBlocksOnlyFollowFullBlocks) {

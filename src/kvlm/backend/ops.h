@@ -172,8 +172,11 @@ void rope_inplace(Tensor& x, std::span<const int32_t> positions, const RopeParam
 // ---- Paged KV and attention --------------------------------------------------------------------
 
 // One layer's K and V storage in the paged pool, read and written through the layer's codec:
-// u8 [num_blocks, block_size, kv_heads, codec->key_row_bytes()] for keys and the same with
-// value_row_bytes() for values, plus a sequence's block table (block ids in token order).
+// u8 [kv_heads, num_blocks, block_size, codec->key_row_bytes()] for keys and the same with
+// value_row_bytes() for values, plus a sequence's block table (block ids in token order). Each kv
+// head has its own region, so that a sequence's rows for one head are one run per block (and one
+// stream where its blocks are consecutive): decode attention reads every row from memory, and one
+// thread read rows interleaved with another head's at half the rate of a contiguous run.
 struct PagedKV {
   Tensor keys, values;
   const KVCodec* codec = nullptr;

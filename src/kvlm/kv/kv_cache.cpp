@@ -44,7 +44,7 @@ KVPool::KVPool(const KVPoolConfig& config) : config_(config), codecs_(layer_code
   check(n_blocks <= INT32_MAX, "KV pool: budget too large");
   for (const KVCodec& c : codecs_) {
     const auto shape = [&](size_t row_bytes) {
-      return Shape{n_blocks, config.block_size, config.n_kv_heads, int64_t(row_bytes)};
+      return Shape{config.n_kv_heads, n_blocks, config.block_size, int64_t(row_bytes)};
     };
     // Uninitialised: pages become resident as tokens are written, 2 MB at a time. On this VM a
     // first write to a 4 KB page costs ~10 us (a 512-token prefill of the 0.5B shape spent 36 ms
@@ -100,9 +100,12 @@ void KVPool::copy_block(int32_t src, int32_t dst) {
   check_block(dst, "copy");
   for (int l = 0; l < config_.n_layers; ++l) {
     for (Tensor* t : {&keys_[size_t(l)], &values_[size_t(l)]}) {
-      const size_t bytes = t->nbytes() / size_t(num_blocks());  // one block of this layer
+      const size_t bytes = size_t(t->dim(2) * t->dim(3));  // one block of one kv head
       auto* base = static_cast<uint8_t*>(t->raw());
-      std::memcpy(base + size_t(dst) * bytes, base + size_t(src) * bytes, bytes);
+      for (int64_t h = 0; h < t->dim(0); ++h) {
+        uint8_t* head = base + size_t(h * t->dim(1)) * bytes;
+        std::memcpy(head + size_t(dst) * bytes, head + size_t(src) * bytes, bytes);
+      }
     }
   }
 }

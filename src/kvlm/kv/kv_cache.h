@@ -58,7 +58,7 @@ class KVPool {
   // once, while its first requests fill the pool). Blocks in use lose their contents.
   void make_resident();
 
-  // The storage of one layer: u8 [num_blocks, block_size, n_kv_heads, codec row bytes].
+  // The storage of one layer: u8 [n_kv_heads, num_blocks, block_size, codec row bytes].
   const Tensor& keys(int layer) const { return keys_[size_t(layer)]; }
   const Tensor& values(int layer) const { return values_[size_t(layer)]; }
 

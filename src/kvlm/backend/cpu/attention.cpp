@@ -127,6 +127,19 @@ void reduce_heads(const float* s, size_t ns, int64_t n, int group, float init, O
 
 AttentionRowOps attention_row_ops_portable(const KVCodec&) { return kPortableOps; }
 
+size_t kv_head_offset(const Tensor& storage, int64_t kv_head) {
+  return size_t(kv_head) * size_t(storage.dim(1) * storage.dim(2) * storage.dim(3));
+}
+
+KVRows kv_rows(const ops::PagedKV& kv, int64_t kv_head) {
+  return {static_cast<const uint8_t*>(kv.keys.raw()) + kv_head_offset(kv.keys, kv_head),
+          static_cast<const uint8_t*>(kv.values.raw()) + kv_head_offset(kv.values, kv_head),
+          kv.codec->key_row_bytes(),
+          kv.codec->value_row_bytes(),
+          kv.block_table.data(),
+          kv.keys.dim(2)};
+}
+
 AttentionRowOps attention_row_ops(const KVCodec& codec) {
   switch (cpu_isa()) {
     case Isa::kAvx512: return attention_row_ops_avx512(codec);
@@ -230,10 +243,10 @@ KVLayout check_paged(const PagedKV& kv, const char* op) {
             kv.keys.dim(1) == kv.values.dim(1) && kv.keys.dim(2) == kv.values.dim(2) &&
             kv.keys.dim(3) == int64_t(c.key_row_bytes()) &&
             kv.values.dim(3) == int64_t(c.value_row_bytes()),
-        [&] { return std::string(op) + ": key and value caches must be u8 [blocks, block_size, kv_heads, row "
+        [&] { return std::string(op) + ": key and value caches must be u8 [kv_heads, blocks, block_size, row "
                           "bytes] tensors with the row sizes of codec " + c.name() + ", got " +
             kv.keys.describe() + " and " + kv.values.describe(); });
-  return {kv.keys.dim(0), kv.keys.dim(1), kv.keys.dim(2), c.head_dim()};
+  return {kv.keys.dim(1), kv.keys.dim(2), kv.keys.dim(0), c.head_dim()};
 }
 
 void check_table_covers(const PagedKV& kv, const KVLayout& l, int64_t n_tokens, const char* op) {
@@ -243,17 +256,6 @@ void check_table_covers(const PagedKV& kv, const KVLayout& l, int64_t n_tokens, 
   for (int32_t b : kv.block_table)
     check(b >= 0 && b < l.num_blocks, [&] { return std::string(op) + ": block id " + std::to_string(b) +
                                           " outside the pool of " + std::to_string(l.num_blocks); });
-}
-
-cpu::KVRows rows_of(const PagedKV& kv, const KVLayout& l, int64_t kv_head) {
-  return {static_cast<const uint8_t*>(kv.keys.raw()),
-          static_cast<const uint8_t*>(kv.values.raw()),
-          kv.codec->key_row_bytes(),
-          kv.codec->value_row_bytes(),
-          kv.block_table.data(),
-          l.block_size,
-          l.kv_heads,
-          kv_head};
 }
 
 // The first key a query at `pos` sees.
@@ -309,16 +311,16 @@ void kv_write(const Tensor& k, const Tensor& v, const PagedKV& kv, int64_t start
   const int64_t n = k.dim(0);
   check_table_covers(kv, l, start + n, "kv_write");
   const KVCodec& c = *kv.codec;
-  auto* kc = static_cast<uint8_t*>(kv.keys.raw());
-  auto* vc = static_cast<uint8_t*>(kv.values.raw());
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t h = 0; h < l.kv_heads; ++h) {
-      const cpu::KVRows r = rows_of(kv, l, h);
-      const int64_t src = (t * l.kv_heads + h) * l.head_dim;
-      const int64_t slot = r.slot(start + t);
+  for (int64_t h = 0; h < l.kv_heads; ++h) {
+    auto* kc = static_cast<uint8_t*>(kv.keys.raw()) + cpu::kv_head_offset(kv.keys, h);
+    auto* vc = static_cast<uint8_t*>(kv.values.raw()) + cpu::kv_head_offset(kv.values, h);
+    const cpu::KVRows r = cpu::kv_rows(kv, h);
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t src = (t * l.kv_heads + h) * l.head_dim, slot = r.slot(start + t);
       c.encode_key_row(k.data<float>() + src, kc + size_t(slot) * c.key_row_bytes());
       c.encode_value_row(v.data<float>() + src, vc + size_t(slot) * c.value_row_bytes());
     }
+  }
 }
 
 Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionParams& p) {
@@ -408,7 +410,7 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
                            std::min(tok.pos + 1, task.begin + kAttentionChunk), r, &job.codes,
                            (gt - job.row0) * heads + head0});
       }
-      cpu::attention_chunk(job.ops, *job.kv->codec, rows_of(*job.kv, job.l, task.kv_head), group,
+      cpu::attention_chunk(job.ops, *job.kv->codec, cpu::kv_rows(*job.kv, task.kv_head), group,
                            p.scale, task.begin, queries, scratch, job.path ? &*job.path : nullptr);
     }
   });
@@ -465,19 +467,12 @@ Tensor attention_reference(const Tensor& q, const ops::PagedKV& kv, int64_t n_pa
   check(kv.codec != nullptr, "attention_reference: the paged KV has no codec");
   const KVCodec& codec = *kv.codec;
   const int64_t n = q.dim(0), heads = q.dim(1), D = codec.head_dim();
-  const int64_t kv_heads = kv.keys.dim(2), group = heads / kv_heads;
+  const int64_t kv_heads = kv.keys.dim(0), group = heads / kv_heads;
   Tensor out = Tensor::zeros({n, heads * D}, DType::kF32);
   std::vector<float> scores, k(static_cast<size_t>(D)), v(static_cast<size_t>(D));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < heads; ++h) {
-      const KVRows rows = {static_cast<const uint8_t*>(kv.keys.raw()),
-                           static_cast<const uint8_t*>(kv.values.raw()),
-                           codec.key_row_bytes(),
-                           codec.value_row_bytes(),
-                           kv.block_table.data(),
-                           kv.keys.dim(1),
-                           kv_heads,
-                           h / group};
+      const KVRows rows = kv_rows(kv, h / group);
       const int64_t pos = n_past + i;
       const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
       const float* qv = q.data<float>() + (i * heads + h) * D;

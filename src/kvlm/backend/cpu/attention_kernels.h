@@ -57,17 +57,17 @@ AttentionRowOps attention_row_ops_avx512(const KVCodec& codec);
 // The operations of cpu_isa().
 AttentionRowOps attention_row_ops(const KVCodec& codec);
 
-// Where one kv head's rows of a sequence live in a layer's paged storage.
+// Where one kv head's rows of a sequence live in a layer's paged storage: the head's region of
+// the layer ([num_blocks, block_size, row bytes], ops::PagedKV), read through the block table.
 struct KVRows {
   const uint8_t* keys;
   const uint8_t* values;
   size_t key_bytes, value_bytes;  // row sizes
   const int32_t* block_table;
-  int64_t block_size, kv_heads, kv_head;
+  int64_t block_size;
 
   int64_t slot(int64_t pos) const {
-    return (int64_t(block_table[pos / block_size]) * block_size + pos % block_size) * kv_heads +
-           kv_head;
+    return int64_t(block_table[pos / block_size]) * block_size + pos % block_size;
   }
   const uint8_t* key(int64_t pos) const { return keys + size_t(slot(pos)) * key_bytes; }
   const uint8_t* value(int64_t pos) const { return values + size_t(slot(pos)) * value_bytes; }
@@ -75,13 +75,18 @@ struct KVRows {
   void addresses(int64_t begin, int64_t n, const uint8_t** key_rows, const uint8_t** value_rows) const {
     for (int64_t j = 0; j < n;) {
       const int64_t pos = begin + j, run = std::min(n - j, block_size - pos % block_size);
-      for (int64_t s = slot(pos), end = j + run; j < end; ++j, s += kv_heads) {
+      for (int64_t s = slot(pos), end = j + run; j < end; ++j, ++s) {
         key_rows[j] = keys + size_t(s) * key_bytes;
         value_rows[j] = values + size_t(s) * value_bytes;
       }
     }
   }
 };
+
+// Bytes from a layer's storage (keys or values, ops::PagedKV's layout) to kv head `kv_head`'s region.
+size_t kv_head_offset(const Tensor& storage, int64_t kv_head);
+// Head kv_head's rows of a sequence's paged KV (checked by the caller).
+KVRows kv_rows(const ops::PagedKV& kv, int64_t kv_head);
 
 // One chunk's partial result for `group` query heads: o[g*d ..] = sum_j p_j v_j in the codec's
 // value domain with p the softmax over the chunk's own scores; m[g] their maximum and
