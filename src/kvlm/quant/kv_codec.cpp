@@ -58,22 +58,31 @@ float round_to(float v, DType dt) {
 
 // --- passthrough ---
 
+// Bytes of one passthrough value, known at compile time: the row loops then compile to plain
+// copies and conversions (dtype_size() is a table lookup behind a call, and a decode step's
+// kv_write spent most of its time in one call per value).
+template <DType kDt>
+constexpr size_t kPassBytes = kDt == DType::kF32 ? 4 : 2;
+
 template <DType kDt>
 void pass_validate(const KVCodecSpec& spec, int head_dim) {
   check_head_dim_range(spec, head_dim);
 }
 template <DType kDt>
 size_t pass_bytes(const KVCodecSpec&, int head_dim) {
-  return size_t(head_dim) * dtype_size(kDt);
+  return size_t(head_dim) * kPassBytes<kDt>;
 }
 template <DType kDt>
 void pass_encode(const KVCodec& c, const float* x, uint8_t* row) {
-  for (int i = 0; i < c.head_dim(); ++i) store_scalar(row + size_t(i) * dtype_size(kDt), x[i], kDt);
+  if constexpr (kDt == DType::kF32) {
+    std::memcpy(row, x, size_t(c.head_dim()) * 4);
+  } else {
+    for (int i = 0; i < c.head_dim(); ++i) store_scalar(row + size_t(i) * kPassBytes<kDt>, x[i], kDt);
+  }
 }
 template <DType kDt>
 void pass_decode(const KVCodec& c, const uint8_t* row, float* out) {
-  for (int i = 0; i < c.head_dim(); ++i)
-    out[i] = load_kv_scalar(row + size_t(i) * dtype_size(kDt), kDt);
+  for (int i = 0; i < c.head_dim(); ++i) out[i] = load_kv_scalar(row + size_t(i) * kPassBytes<kDt>, kDt);
 }
 
 template <DType kDt>
