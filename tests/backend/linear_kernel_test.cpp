@@ -141,22 +141,54 @@ TEST(LinearRows, AffineEveryIsaEqualsPortable) {
           for (DType params : {DType::kBF16, DType::kF32}) {
             const TestWeight tw = affine(normal(size_t(R * in), uint32_t(bits * group + R)), R, in,
                                          bits, group, params);
-            for (int64_t T : {1, 3, 8, 13})
-              expect_paths_equal(tw, T, "affine" + std::to_string(bits) + "g" + std::to_string(group) +
-                                            " " + dtype_name(params));
+            const std::string what = "affine" + std::to_string(bits) + "g" + std::to_string(group) + " " +
+                                     dtype_name(params);
+            for (int64_t T : {1, 3, 8, 13}) expect_paths_equal(tw, T, what);
           }
+}
+
+// 4- and 8-bit codes in affine panels (ops::panel_weight) give the bits of the portable loop over
+// the checkpoint's rows, on every ISA: 37 rows end in a panel of 5 (one token reads two panels at
+// once on AVX-512), row ranges from 1 and 11 start inside the first panel, 5 and 13 tokens take
+// halving tiles.
+TEST(LinearRows, AffinePanelsGiveTheRowsBits) {
+  const int64_t R = 37;
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128})
+      for (DType params : {DType::kBF16, DType::kF16, DType::kF32}) {
+        const int64_t in = 2 * group;
+        const TestWeight tw = affine(normal(size_t(R * in), uint32_t(bits + group)), R, in, bits, group, params);
+        const ops::Weight panels = ops::panel_weight(tw.w);
+        ASSERT_TRUE(panels.affine_panels.defined());
+        for (int64_t T : {1, 5, 8, 13}) {
+          const auto x = normal(size_t(T * in), uint32_t(T + in));
+          for (int64_t r0 : {0, 1, 11}) {
+            const auto want = run(Isa::kPortable, x, T, tw.w, r0, R - r0);
+            for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512})
+              if (isa_supported(isa))
+                EXPECT_TRUE(same_bits(want, run(isa, x, T, panels, r0, R - r0)))
+                    << isa_name(isa) << " q" << bits << " g" << group << " " << dtype_name(params)
+                    << " T=" << T << " r0=" << r0;
+          }
+        }
+      }
 }
 
 TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
   // Dense: in = 4001 makes token blocks of 128 tokens (2 MB of inputs): 149 tokens end in a ragged
-  // block of 21, whose last tile takes halving tiles; 71 rows end in a panel of 7. MLX affine on
-  // AVX-512 (prefill tiles of 6 tokens by 4 rows): 126-token blocks.
+  // block of 21, whose last tile takes halving tiles; 71 rows end in a panel of 7.
   const int64_t in = 4001, R = 71;
   expect_paths_equal(dense(normal(size_t(R * in), 5), R, in, DType::kBF16), 149, "bf16");
-  // 4-bit rows of 4096 weights, dequantized per block of 32 rows: 131 rows end in a ragged
-  // block; 140 tokens cross the 126-token blocks.
+  // MLX affine rows of 4096 weights, 4-bit (dequantized a panel at a time) and in affine panels:
+  // 128-token blocks; 131 rows end in a panel of 3.
   const int64_t qin = 4096, qR = 131;
-  expect_paths_equal(affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16), 140, "affine4");
+  const TestWeight q4 = affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16);
+  expect_paths_equal(q4, 140, "affine4");
+  const auto x = normal(size_t(140 * qin), 7);
+  const ops::Weight panels = ops::panel_weight(q4.w);
+  for (Isa isa : simd_paths())
+    EXPECT_TRUE(same_bits(run(Isa::kPortable, x, 140, q4.w, 0, qR), run(isa, x, 140, panels, 0, qR)))
+        << isa_name(isa) << " affine panels";
 }
 
 TEST(LinearRows, BatchesCrossPanelsAndTokenTiles) {
@@ -202,15 +234,22 @@ TEST(LinearRows, PanelOrderGivesTheRowMajorBits) {
 }
 
 TEST(LinearRows, PanelOrderTakesEveryDenseWeight) {
-  // Any width and any row count (5 rows: one panel padded with 27 zero rows); MLX affine codes stay
-  // in the checkpoint's layout.
+  // Any width and any row count (5 rows: one panel padded with 27 zero rows). MLX affine weights
+  // keep the checkpoint's rows; 4- and 8-bit ones on the exact path also get affine panels.
   for (int64_t in : {17, 48, 8192}) {
     const TestWeight tw = dense(normal(size_t(in * 5), uint32_t(in)), 5, in, DType::kBF16);
     const ops::Weight w = ops::panel_weight(tw.w);
     EXPECT_TRUE(w.panels) << in;
     EXPECT_EQ(w.weight.dim(0), kPanelRows) << in;
   }
-  EXPECT_FALSE(ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 4, 64, DType::kBF16).w).panels);
+  const ops::Weight q4 = ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 4, 64, DType::kBF16).w);
+  EXPECT_FALSE(q4.panels);
+  EXPECT_TRUE(q4.affine_panels.defined());
+  EXPECT_EQ(q4.affine_panels.nbytes(), size_t(affine_panel_bytes(64, 64, 4)));
+  EXPECT_FALSE(ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 3, 64, DType::kBF16).w).affine_panels.defined());
+  ops::Weight int8 = affine(normal(64 * 5, 2), 5, 64, 8, 64, DType::kBF16).w;
+  int8.matmul = ops::MatmulPath::kInt8;
+  EXPECT_FALSE(ops::panel_weight(int8).affine_panels.defined());
 }
 
 }  // namespace

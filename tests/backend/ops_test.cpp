@@ -274,8 +274,9 @@ TEST(Linear, Bf16WeightEqualsItsF32Widening) {
   EXPECT_TRUE(same_bits(linear(x, dense_weight(wb)), linear(x, dense_weight(wf))));
 }
 
-// MLX affine rows reduce in the 16 lanes of dot.h (dense weights along the input, cpu/panels.h):
-// the outputs are the dequantized rows' dot products in that order.
+// MLX affine weights reduce along the input like dense ones (cpu/panels.h): the outputs are their
+// dequantized float twin's bits, whether the codes are read from the checkpoint's rows or (4- and
+// 8-bit codes on the exact path) from affine panels.
 TEST(Linear, AffineWeightEqualsItsDequantization) {
   for (int bits : {2, 3, 4, 5, 6, 8}) {
     const AffineSpec spec{bits, 32};
@@ -283,16 +284,18 @@ TEST(Linear, AffineWeightEqualsItsDequantization) {
     const AffineWeight q = affine_quantize(w, spec, DType::kBF16);
     const Weight qw = affine_weight(q.packed, q.scales, q.biases, spec);
     EXPECT_EQ(qw.in_features, 64);
-    const Tensor deq = affine_dequantize(q);
-    const Weight dense = dense_weight(deq);
-    const Tensor x = Tensor::from_f32(random_values(2 * 64, 4), {2, 64});
-    std::vector<float> want;
-    for (int64_t t = 0; t < 2; ++t)
-      for (int64_t r = 0; r < 20; ++r)
-        want.push_back(cpu::dot_portable(x.data<float>() + t * 64, deq.data<float>() + r * 64, 64));
-    EXPECT_EQ(values(linear(x, qw)), want) << bits;
+    const Weight dense = dense_weight(affine_dequantize(q));
+    const Weight panels = panel_weight(qw);
+    EXPECT_EQ(panels.affine_panels.defined(), bits == 4 || bits == 8) << bits;
+    for (int64_t T : {1, 2, 9}) {
+      const Tensor x = Tensor::from_f32(random_values(size_t(T * 64), 4), {T, 64});
+      const Tensor want = linear(x, dense);
+      EXPECT_TRUE(same_bits(linear(x, qw), want)) << bits << " T=" << T;
+      EXPECT_TRUE(same_bits(linear(x, panels), want)) << bits << " panels T=" << T;
+    }
     const int32_t ids[] = {7, 0, 19};
     EXPECT_TRUE(same_bits(embedding(qw, ids), embedding(dense, ids))) << bits;
+    EXPECT_TRUE(same_bits(embedding(panels, ids), embedding(dense, ids))) << bits;
   }
 }
 

@@ -1,9 +1,11 @@
 #include "kvlm/backend/cpu/cpu_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "kvlm/backend/cpu/panels.h"
+#include "kvlm/quant/affine.h"
 
 namespace kvlm::cpu {
 
@@ -92,6 +94,44 @@ const float* weight_row(const ops::Weight& w, int64_t row, float* buf) {
   affine_dequantize_row(w.weight.data<uint32_t>() + row * words, sb.data(), sb.data() + groups, in,
                         *w.quant, buf);
   return buf;
+}
+
+void dequantize_panel(const ops::Weight& w, int64_t p, float* dst) {
+  const int64_t in = w.in_features, first = p * kPanelRows;
+  const int64_t n = std::min(kPanelRows, w.out_features - first);
+  if (n < kPanelRows) std::memset(dst, 0, size_t(in * kPanelRows) * sizeof(float));
+  thread_local std::vector<float> row;
+  row.resize(size_t(in));
+  for (int64_t r = 0; r < n; ++r) {
+    const float* v = weight_row(w, first + r, row.data());
+    for (int64_t k = 0; k < in; ++k) dst[k * kPanelRows + r] = v[k];
+  }
+}
+
+void pack_affine_panel(const ops::Weight& w, int64_t p, uint8_t* dst) {
+  const int bits = w.quant->bits, G = w.quant->group_size;
+  const int64_t in = w.in_features, groups = in / G, first = p * kPanelRows;
+  const int64_t n = std::min(kPanelRows, w.out_features - first);
+  const int64_t words = affine_packed_words(in, bits), group_bytes = affine_group_bytes(G, bits);
+  std::memset(dst, 0, size_t(groups * group_bytes));
+  std::vector<float> params(size_t(2 * groups));
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t row = first + r;
+    widen(w.scales, row * groups, groups, params.data());
+    widen(w.biases, row * groups, groups, params.data() + groups);
+    const uint32_t* packed = w.weight.data<uint32_t>() + row * words;
+    for (int64_t g = 0; g < groups; ++g) {
+      uint8_t* block = dst + g * group_bytes;
+      std::memcpy(block + r * 4, &params[size_t(g)], 4);
+      std::memcpy(block + (kPanelRows + r) * 4, &params[size_t(groups + g)], 4);
+      uint8_t* codes = block + 2 * kPanelRows * 4;
+      for (int64_t k = 0; k < G; ++k) {
+        const uint32_t code = affine_code(packed, g * G + k, bits);
+        if (bits == 8) codes[k * kPanelRows + r] = uint8_t(code);
+        else codes[k * kPanelRows / 2 + r % 16] |= uint8_t(code << (r < 16 ? 0 : 4));
+      }
+    }
+  }
 }
 
 }  // namespace kvlm::cpu

@@ -26,6 +26,14 @@ void narrow(const float* src, int64_t n, DType dt, void* dst);
 // (in_features floats) filled by widening or MLX affine dequantization.
 const float* weight_row(const ops::Weight& w, int64_t row, float* buf);
 
+// Panel p (panels.h) of an MLX affine weight, dequantized: weight_row's values in panel order into
+// dst (in_features * kPanelRows floats), rows past the weight as zeros.
+void dequantize_panel(const ops::Weight& w, int64_t p, float* dst);
+
+// Panel p of a 4- or 8-bit MLX affine weight in the affine panel layout (panels.h) into dst
+// (affine_panel_bytes), rows past the weight with zero codes, scales and biases.
+void pack_affine_panel(const ops::Weight& w, int64_t p, uint8_t* dst);
+
 // o[i] = act(g[i]) * u[i] for n elements (ops::gated_activation and ops::gated_linear).
 void gate_multiply(const float* g, const float* u, float* o, int64_t n, ops::GateActivation act);
 

@@ -46,36 +46,19 @@ struct Vec {
     first = _mm256_permute2f128_ps(l, h, 0x20);
     second = _mm256_permute2f128_ps(l, h, 0x31);
   }
-  static KVLM_TARGET Vec iota16() {
-    return {_mm256_set_ps(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set_ps(15, 14, 13, 12, 11, 10, 9, 8)};
-  }
-  // table[index & 15] for 8 lanes: two 8-entry permutes (low 3 bits), bit 3 picks the half.
-  static KVLM_TARGET __m256 lookup8(Vec table, __m256i index) {
-    const __m256 half = _mm256_castsi256_ps(_mm256_slli_epi32(index, 28));
-    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(table.lo, index),
-                            _mm256_permutevar8x32_ps(table.hi, index), half);
-  }
-  // table[code] for 16 4-bit codes (code 2j is the low nibble of byte j, code 2j+1 the high one;
-  // the other nibble is never read).
-  static KVLM_TARGET Vec lut4(Vec table, const uint8_t* p) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m128i dup = _mm_unpacklo_epi8(b, b);
-    const __m256i shift = _mm256_set_epi32(4, 0, 4, 0, 4, 0, 4, 0);
-    return {lookup8(table, _mm256_srlv_epi32(_mm256_cvtepu8_epi32(dup), shift)),
-            lookup8(table, _mm256_srlv_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(dup, 8)), shift))};
-  }
+  // 16 bytes at p as f32 lanes.
   static KVLM_TARGET Vec codes8(const uint8_t* p) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)),
             _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)))};
   }
-  static KVLM_TARGET Vec codes_i32(const int32_t* c) {
-    return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c))),
-            _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + 8)))};
-  }
-  static KVLM_TARGET Vec affine(Vec codes, float scale, float bias) {
-    const __m256 s = _mm256_set1_ps(scale), b = _mm256_set1_ps(bias);
-    return {_mm256_add_ps(_mm256_mul_ps(s, codes.lo), b), _mm256_add_ps(_mm256_mul_ps(s, codes.hi), b)};
+  // 16 bytes at p as two vectors of 4-bit codes: lo = their low nibbles, hi = their high nibbles.
+  static KVLM_TARGET void nibbles(const uint8_t* p, Vec& lo, Vec& hi) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m256i w0 = _mm256_cvtepu8_epi32(b), w1 = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+    const __m256i mask = _mm256_set1_epi32(15);
+    lo = {_mm256_cvtepi32_ps(_mm256_and_si256(w0, mask)), _mm256_cvtepi32_ps(_mm256_and_si256(w1, mask))};
+    hi = {_mm256_cvtepi32_ps(_mm256_srli_epi32(w0, 4)), _mm256_cvtepi32_ps(_mm256_srli_epi32(w1, 4))};
   }
   static KVLM_TARGET Vec fma(Vec a, Vec b, Vec acc) {
     return {_mm256_fmadd_ps(a.lo, b.lo, acc.lo), _mm256_fmadd_ps(a.hi, b.hi, acc.hi)};
@@ -117,11 +100,7 @@ struct Vec {
   }
 };
 
-// 16 ymm registers: 2 tokens x 2 rows = 8 for accumulators, the rest for weights and inputs; a
-// decode row reads 4 weight rows at once; prefill uses the batch tile. Dense panels: 2 tokens x
-// 32 rows (8 accumulators), one token one panel.
-constexpr int kTileTokens = 2, kTileRows = 2, kDecodeRows = 4;
-constexpr int kPrefillTokens = 2, kPrefillRows = 2;
+// Panels (panels.h) on 16 ymm registers: 2 tokens x 32 rows (8 accumulators), one token one panel.
 constexpr int kPanelTokens = 2, kPanelDecodePanels = 1;
 
 }  // namespace

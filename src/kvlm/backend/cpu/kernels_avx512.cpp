@@ -40,26 +40,15 @@ struct Vec {
     lo = {_mm512_permutex2var_ps(even.v, first, odd.v)};
     hi = {_mm512_permutex2var_ps(even.v, second, odd.v)};
   }
-  static KVLM_TARGET Vec iota16() {
-    return {_mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)};
-  }
-  // table[code] for 16 4-bit codes (code 2j is the low nibble of byte j, code 2j+1 the high
-  // one); the permute reads the low 4 bits of
-  // each index, so the other nibble needs no mask.
-  static KVLM_TARGET Vec lut4(Vec table, const uint8_t* p) {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m512i w = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));
-    const __m512i shift = _mm512_set_epi32(4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0);
-    return {_mm512_permutexvar_ps(_mm512_srlv_epi32(w, shift), table.v)};
-  }
+  // 16 bytes at p as f32 lanes.
   static KVLM_TARGET Vec codes8(const uint8_t* p) {
     return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
   }
-  static KVLM_TARGET Vec codes_i32(const int32_t* c) {
-    return {_mm512_cvtepi32_ps(_mm512_loadu_si512(c))};
-  }
-  static KVLM_TARGET Vec affine(Vec codes, float scale, float bias) {
-    return {_mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(scale), codes.v), _mm512_set1_ps(bias))};
+  // 16 bytes at p as two vectors of 4-bit codes: lo = their low nibbles, hi = their high nibbles.
+  static KVLM_TARGET void nibbles(const uint8_t* p, Vec& lo, Vec& hi) {
+    const __m512i w = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = {_mm512_cvtepi32_ps(_mm512_and_si512(w, _mm512_set1_epi32(15)))};
+    hi = {_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 4))};
   }
   static KVLM_TARGET Vec fma(Vec a, Vec b, Vec acc) { return {_mm512_fmadd_ps(a.v, b.v, acc.v)}; }
   static KVLM_TARGET Vec set1(float x) { return {_mm512_set1_ps(x)}; }
@@ -97,12 +86,7 @@ struct Vec {
   }
 };
 
-// MLX affine rows (16 lanes per row, dot.h): 8 tokens x 3 rows = 24 accumulators of the 32
-// registers. A decode row (one token) reads 8 weight rows at once, 8 streams in flight (16 4-bit
-// tables spill). Prefill's tiles are 6 tokens x 4 rows, also 24 accumulators.
-constexpr int kTileTokens = 8, kTileRows = 3, kDecodeRows = 8;
-constexpr int kPrefillTokens = 6, kPrefillRows = 4;
-// Dense panels (panels.h): 8 tokens x the 32 rows of a panel = 16 accumulators, each 64-byte line
+// Panels (panels.h): 8 tokens x the 32 rows of a panel = 16 accumulators, each 64-byte line
 // of bf16 weights feeding 16 fmas; one token reads 4 panels side by side (8 accumulators, 4
 // streams).
 constexpr int kPanelTokens = 8, kPanelDecodePanels = 4;

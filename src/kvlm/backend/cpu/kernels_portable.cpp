@@ -24,8 +24,7 @@ float dot_portable(const float* a, const float* b, int64_t n) {
 
 namespace {
 
-// Dense weights reduce along the input, one fused multiply-add after another (panels.h); MLX
-// affine rows take the 16-lane dot of dot.h.
+// Every weight reduces along the input, one fused multiply-add after another (panels.h).
 float input_order_dot(const float* x, const float* w, int64_t n) {
   float acc = 0.0f;
   for (int64_t k = 0; k < n; ++k) acc = std::fma(w[k], x[k], acc);
@@ -36,11 +35,10 @@ float input_order_dot(const float* x, const float* w, int64_t n) {
 
 void linear_rows_portable(const LinearRows& job, const PackedX&) {
   const int64_t in = job.w->in_features;
-  const auto reduce = job.w->quant ? dot_portable : input_order_dot;
   std::vector<float> buf(static_cast<size_t>(in));
   for (int64_t r = 0; r < job.R; ++r) {
     const float* w = weight_row(*job.w, job.r0 + r, buf.data());
-    for (int64_t t = 0; t < job.T; ++t) job.y[t * job.ldy + r] = reduce(job.x + t * in, w, in);
+    for (int64_t t = 0; t < job.T; ++t) job.y[t * job.ldy + r] = input_order_dot(job.x + t * in, w, in);
   }
 }
 

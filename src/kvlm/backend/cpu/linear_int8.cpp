@@ -153,14 +153,12 @@ LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_
     exact_ = linear_rows_kernel(isa);
     if (!exact_.token_group) return;
     const int tokens = exact_.token_group(T, w);
-    const bool by_input = !w.quant;
     for (const LinearKernel& k : same_input)
-      if (k.packed_ && k.packed_->tokens == tokens && k.packed_->by_input == by_input) {
+      if (k.packed_ && k.packed_->tokens == tokens) {
         packed_ = k.packed_;
         return;
       }
-    packed_ = std::make_shared<const PackedX>(by_input ? pack_x_by_input(x, T, w.in_features, tokens)
-                                                       : pack_x(x, T, w.in_features, tokens));
+    packed_ = std::make_shared<const PackedX>(pack_x(x, T, w.in_features, tokens));
     return;
   }
   int8_ = int8_kernels(isa).linear;

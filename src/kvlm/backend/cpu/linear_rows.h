@@ -1,9 +1,9 @@
 #pragma once
 // The inner kernel of linear layers: outputs r0 .. r0+R-1 of y = x · Wᵀ for T token rows, against
 // any stored weight format (dense f32/bf16/f16 or MLX affine). Every output reduces the weight row
-// exactly as cpu::weight_row widens or dequantizes it, in one order per format: dense rows one fma
-// after another along the input (panels.h), MLX affine rows in the 16 lanes of dot.h. The ISA
-// paths are bit-identical to linear_rows_portable and tiling never changes a result.
+// exactly as cpu::weight_row widens or dequantizes it, one fma after another along the input
+// (panels.h). The ISA paths are bit-identical to linear_rows_portable and tiling never changes a
+// result.
 #include <cstdint>
 #include <memory>
 
@@ -21,25 +21,19 @@ struct LinearRows {
   int64_t ldy = 0;
 };
 
-// x [T, in] in the order the SIMD tiles read it: tokens in groups of `tokens`, a group holding
-// elements 0-15 of each of its tokens, then elements 16-31 of each, and so on (element i of the
-// group's token u at i * tokens + u * 16, i a multiple of 16), every row zero-padded to whole
-// blocks of 16 and the last group to whole tokens. A tile then reads all its tokens' inputs at fixed
-// offsets from one pointer. LinearKernel packs x once per call, before the output rows are split
-// among threads: packed inside each thread's pieces of rows instead, a 512-token prefill repacked
-// its inputs for every piece (up to 6 per thread; 0.5 ms each for the 4864-wide down projection).
-// Dense weights' panel kernels read it by input instead (by_input): within a group, element k of
-// its token u at k * tokens + u, the last group zero-padded to whole tokens.
+// x [T, in] in the order the panel kernels read it: tokens in groups of `tokens`, element k of a
+// group's token u at k * tokens + u, the last group zero-padded to whole tokens. LinearKernel packs
+// x once per call, before the output rows are split among threads: packed inside each thread's
+// pieces of rows instead, a 512-token prefill repacked its inputs for every piece (up to 6 per
+// thread; 0.5 ms each for the 4864-wide down projection).
 struct PackedX {
   std::unique_ptr<float[]> data;
   int64_t group = 0;  // floats per group
   int tokens = 0;
-  bool by_input = false;
 };
 
 // Packs x [T, in] in groups of `tokens`, the groups in parallel.
 PackedX pack_x(const float* x, int64_t T, int64_t in, int tokens);
-PackedX pack_x_by_input(const float* x, int64_t T, int64_t in, int tokens);
 
 // The portable path reads job.x and ignores `x`; the SIMD paths read only `x`.
 void linear_rows_portable(const LinearRows& job, const PackedX& x);

@@ -78,8 +78,27 @@ void run_parts(const LinearCall& c, int64_t b, int64_t e) {
 
 }  // namespace
 
+// The affine panels of a 4- or 8-bit MLX affine weight (cpu/panels.h).
+Tensor affine_panels(const Weight& w) {
+  const int64_t panels = cpu::panel_stored_rows(w.out_features) / cpu::kPanelRows;
+  const int64_t bytes = cpu::affine_panel_bytes(w.in_features, w.quant->group_size, w.quant->bits);
+  Tensor out = Tensor::empty_streamed({panels, bytes}, DType::kU8);
+  thread_pool().parallel_for(size_t(panels), 1, [&](size_t b, size_t e) {
+    for (int64_t p = int64_t(b); p < int64_t(e); ++p) cpu::pack_affine_panel(w, p, out.data<uint8_t>() + p * bytes);
+  });
+  return out;
+}
+
 Weight panel_weight(const Weight& w) {
-  if (w.quant || w.panels) return w;
+  if (w.quant) {
+    if (w.matmul != MatmulPath::kExact || (w.quant->bits != 4 && w.quant->bits != 8) || w.affine_panels.defined())
+      return w;
+    check_weight(w, "panel_weight");
+    Weight out = w;
+    out.affine_panels = affine_panels(w);
+    return out;
+  }
+  if (w.panels) return w;
   check_weight(w, "panel_weight");
   const int64_t rows = w.out_features, in = w.in_features;
   Tensor packed = Tensor::empty_streamed({cpu::panel_stored_rows(rows), in}, w.weight.dtype());

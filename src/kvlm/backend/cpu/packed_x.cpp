@@ -11,30 +11,6 @@ namespace kvlm::cpu {
 PackedX pack_x(const float* x, int64_t T, int64_t in, int tokens) {
   PackedX p;
   p.tokens = tokens;
-  p.group = (in + kDotLanes - 1) / kDotLanes * kDotLanes * tokens;
-  const int64_t groups = (T + tokens - 1) / tokens;
-  // Not value-initialized: every float is written below (a 512-token prefill packs up to 10 MB).
-  p.data.reset(new float[size_t(groups * p.group)]);
-  ops::thread_pool().parallel_for(size_t(groups), 1, [&](size_t b, size_t e) {
-    for (int64_t g = int64_t(b); g < int64_t(e); ++g)
-      for (int u = 0; u < tokens; ++u) {
-        const int64_t t = g * tokens + u;
-        const float* row = x + std::min(t, T - 1) * in;
-        float* dst = p.data.get() + g * p.group + u * kDotLanes;
-        for (int64_t i = 0; i < in; i += kDotLanes) {
-          const int64_t n = t < T ? std::min<int64_t>(kDotLanes, in - i) : 0;
-          std::copy(row + i, row + i + n, dst + i * tokens);
-          std::fill(dst + i * tokens + n, dst + i * tokens + kDotLanes, 0.0f);
-        }
-      }
-  });
-  return p;
-}
-
-PackedX pack_x_by_input(const float* x, int64_t T, int64_t in, int tokens) {
-  PackedX p;
-  p.tokens = tokens;
-  p.by_input = true;
   p.group = in * tokens;
   const int64_t groups = (T + tokens - 1) / tokens;
   p.data.reset(new float[size_t(groups * p.group)]);

@@ -1,7 +1,7 @@
 #pragma once
-// The panel layout of dense weights (ops::panel_weight, the default at model load) and the order
-// in which every dense linear layer reduces (docs/decisions.md, "Dense linear layers reduce along
-// the input").
+// The panel layout of weights (ops::panel_weight, the default at model load) and the order in
+// which every linear layer on the exact path reduces (docs/decisions.md, "Linear layers reduce
+// along the input").
 //
 // Rows go in panels of kPanelRows; a panel stores input 0 of each of its rows, then input 1 of
 // each, and so on, and a last panel of fewer rows is padded with zero rows. A register holds 16
@@ -14,6 +14,14 @@
 // across lanes replaced a 16-lane dot product per row, whose batch tiles read 3-6-row stripes of
 // 16-row panels: 8-token bf16 batches from memory (bench_kernels BatchFromMemory, 2 threads) went
 // from 163-230 to 243-308 GFLOP/s (docs/performance.md, twenty-fifth session).
+//
+// MLX affine weights reduce in the same order over their dequantized values (scale * code + bias,
+// cpu::weight_row's values), so a quantized checkpoint gives exactly the outputs of its
+// dequantized float twin. With 4- or 8-bit codes, panel_weight copies them into affine panels that
+// the kernels dequantize in registers: panel p, group g (group_size inputs) holds the group's 32
+// scales, then its 32 biases (f32), then its codes input by input; at one input, 8-bit row r's code
+// is byte r, 4-bit row r's (r < 16) the low nibble of byte r and row r+16's the high nibble. Other
+// widths, and weights loaded without panels, are dequantized a panel at a time per call.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -45,6 +53,14 @@ void pack_panel(const T* src, int64_t rows, int64_t in, int64_t p, T* dst) {
       for (int64_t k = k0; k < k1; ++k) dst[k * kPanelRows + r] = row[k];
     }
   }
+}
+
+// Bytes of one group of an affine panel, and of a whole panel of `in` inputs.
+inline int64_t affine_group_bytes(int group_size, int bits) {
+  return 2 * kPanelRows * int64_t(sizeof(float)) + group_size * kPanelRows * bits / 8;
+}
+inline int64_t affine_panel_bytes(int64_t in, int group_size, int bits) {
+  return in / group_size * affine_group_bytes(group_size, bits);
 }
 
 }  // namespace kvlm::cpu
