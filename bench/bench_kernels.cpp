@@ -32,7 +32,7 @@ constexpr int64_t kOut = 4864, kIn = 896;
 
 struct Weights {
   Tensor dense, packed4, scales4, biases4, packed8, scales8, biases8;
-  ops::Weight bf16, q4, q8, bf16_panels;
+  ops::Weight bf16, q4, q8, bf16_panels, q4_rows;
 };
 
 Tensor random_f32(const Shape& shape, uint32_t seed) {
@@ -54,8 +54,9 @@ const Weights& weights() {
     out.packed4 = a4.packed, out.scales4 = a4.scales, out.biases4 = a4.biases;
     out.packed8 = a8.packed, out.scales8 = a8.scales, out.biases8 = a8.biases;
     out.bf16 = ops::dense_weight(out.dense);
-    out.q4 = ops::affine_weight(out.packed4, out.scales4, out.biases4, {4, 64});
-    out.q8 = ops::affine_weight(out.packed8, out.scales8, out.biases8, {8, 64});
+    out.q4_rows = ops::affine_weight(out.packed4, out.scales4, out.biases4, {4, 64});
+    out.q4 = ops::panel_weight(out.q4_rows);
+    out.q8 = ops::panel_weight(ops::affine_weight(out.packed8, out.scales8, out.biases8, {8, 64}));
     out.bf16_panels = ops::panel_weight(out.bf16);
     return out;
   }();
@@ -63,6 +64,7 @@ const Weights& weights() {
 }
 
 double weight_bytes(const ops::Weight& w) {
+  if (w.affine_panels.defined()) return double(w.affine_panels.nbytes());
   double b = double(w.weight.nbytes());
   if (w.quant) b += double(w.scales.nbytes() + w.biases.nbytes());
   return b;
@@ -79,12 +81,13 @@ ops::Weight random_int8_weight(int bits, int64_t out, uint32_t seed, int64_t in 
   return int8_path(ops::affine_weight(a.packed, a.scales, a.biases, {bits, 64}));
 }
 
-// Args: ISA, format (0 bf16, 1 q4, 2 q8, 3 bf16 in panel order), M.
+// Args: ISA, format (0 bf16, 1 q4, 2 q8, 3 bf16 in panel order, 4 q4 rows dequantized a panel at a
+// time per call; q4 and q8 in affine panels, as a model loads them), M.
 void Linear(benchmark::State& state) {
   const auto isa = cpu::Isa(state.range(0));
   if (!cpu::isa_supported(isa)) return state.SkipWithError("ISA not supported here");
   const Weights& ws = weights();
-  const ops::Weight* formats[] = {&ws.bf16, &ws.q4, &ws.q8, &ws.bf16_panels};
+  const ops::Weight* formats[] = {&ws.bf16, &ws.q4, &ws.q8, &ws.bf16_panels, &ws.q4_rows};
   const ops::Weight& w = *formats[state.range(1)];
   const int64_t M = state.range(2);
   const Tensor x = random_f32({M, kIn}, 2);
@@ -94,19 +97,19 @@ void Linear(benchmark::State& state) {
     kernel({x.data<float>(), M, &w, 0, kOut, y.data(), kOut});
     benchmark::DoNotOptimize(y.data());
   }
-  const char* names[] = {" bf16", " q4", " q8", " bf16 panels"};
+  const char* names[] = {" bf16", " q4", " q8", " bf16 panels", " q4 rows"};
   state.SetLabel(std::string(cpu::isa_name(isa)) + names[state.range(1)]);
   state.counters["weight_GB/s"] = benchmark::Counter(weight_bytes(w) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * kOut * kIn * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(Linear)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3}, {1, 8, 128}})->Unit(benchmark::kMillisecond);
+BENCHMARK(Linear)->ArgsProduct({{0, 1, 2}, {0, 1, 2, 3, 4}, {1, 8, 128}})->Unit(benchmark::kMillisecond);
 
 // The int8 path against the same q4 and q8 weights, its activation quantization included (as in
 // ops::linear, once per call). Args: ISA, format (1 q4, 2 q8), M.
 void LinearInt8(benchmark::State& state) {
   const auto isa = cpu::Isa(state.range(0));
   if (!cpu::isa_supported(isa)) return state.SkipWithError("ISA not supported here");
-  static const ops::Weight q4 = int8_path(weights().q4), q8 = int8_path(weights().q8);
+  static const ops::Weight q4 = int8_path(weights().q4_rows), q8 = int8_path(weights().q8);
   const ops::Weight& w = state.range(1) == 1 ? q4 : q8;
   const int64_t M = state.range(2);
   const Tensor x = random_f32({M, kIn}, 2);

@@ -147,13 +147,13 @@ TEST(LinearRows, AffineEveryIsaEqualsPortable) {
           }
 }
 
-// 4- and 8-bit codes in affine panels (ops::panel_weight) give the bits of the portable loop over
-// the checkpoint's rows, on every ISA: 37 rows end in a panel of 5 (one token reads two panels at
-// once on AVX-512), row ranges from 1 and 11 start inside the first panel, 5 and 13 tokens take
-// halving tiles.
+// Affine panels (ops::panel_weight; 2- to 4-bit codes in nibbles, 5- to 8-bit in bytes) give the
+// bits of the portable loop over the checkpoint's rows, on every ISA: 37 rows end in a panel of 5
+// (one token reads two panels at once on AVX-512), row ranges from 1 and 11 start inside the first
+// panel, 5 and 13 tokens take halving tiles.
 TEST(LinearRows, AffinePanelsGiveTheRowsBits) {
   const int64_t R = 37;
-  for (int bits : {4, 8})
+  for (int bits : {2, 3, 4, 5, 6, 8})
     for (int group : {32, 64, 128})
       for (DType params : {DType::kBF16, DType::kF16, DType::kF32}) {
         const int64_t in = 2 * group;
@@ -179,7 +179,7 @@ TEST(LinearRows, LongPromptsCrossTokenAndRowBlocks) {
   // block of 21, whose last tile takes halving tiles; 71 rows end in a panel of 7.
   const int64_t in = 4001, R = 71;
   expect_paths_equal(dense(normal(size_t(R * in), 5), R, in, DType::kBF16), 149, "bf16");
-  // MLX affine rows of 4096 weights, 4-bit (dequantized a panel at a time) and in affine panels:
+  // MLX affine rows of 4096 weights, 4-bit, dequantized a panel at a time and in affine panels:
   // 128-token blocks; 131 rows end in a panel of 3.
   const int64_t qin = 4096, qR = 131;
   const TestWeight q4 = affine(normal(size_t(qR * qin), 6), qR, qin, 4, 64, DType::kBF16);
@@ -235,7 +235,8 @@ TEST(LinearRows, PanelOrderGivesTheRowMajorBits) {
 
 TEST(LinearRows, PanelOrderTakesEveryDenseWeight) {
   // Any width and any row count (5 rows: one panel padded with 27 zero rows). MLX affine weights
-  // keep the checkpoint's rows; 4- and 8-bit ones on the exact path also get affine panels.
+  // keep the checkpoint's rows; on the exact path they also get affine panels (3-bit codes in
+  // nibbles, 6-bit in bytes).
   for (int64_t in : {17, 48, 8192}) {
     const TestWeight tw = dense(normal(size_t(in * 5), uint32_t(in)), 5, in, DType::kBF16);
     const ops::Weight w = ops::panel_weight(tw.w);
@@ -246,7 +247,10 @@ TEST(LinearRows, PanelOrderTakesEveryDenseWeight) {
   EXPECT_FALSE(q4.panels);
   EXPECT_TRUE(q4.affine_panels.defined());
   EXPECT_EQ(q4.affine_panels.nbytes(), size_t(affine_panel_bytes(64, 64, 4)));
-  EXPECT_FALSE(ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 3, 64, DType::kBF16).w).affine_panels.defined());
+  EXPECT_EQ(ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 3, 64, DType::kBF16).w).affine_panels.nbytes(),
+            size_t(affine_panel_bytes(64, 64, 4)));
+  EXPECT_EQ(ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 6, 64, DType::kBF16).w).affine_panels.nbytes(),
+            size_t(affine_panel_bytes(64, 64, 8)));
   ops::Weight int8 = affine(normal(64 * 5, 2), 5, 64, 8, 64, DType::kBF16).w;
   int8.matmul = ops::MatmulPath::kInt8;
   EXPECT_FALSE(ops::panel_weight(int8).affine_panels.defined());

@@ -85,24 +85,21 @@ void write_dequantized(const std::string& src, const std::string& dst) {
 
 // The exact quantized kernels dequantize each weight exactly as affine_dequantize does and reduce
 // it along the input like the dense weights of the float twin (cpu/panels.h), so a quantized
-// checkpoint and its dequantized float twin give the same bits: with 4-bit codes in affine panels
-// (the default) and dequantized a panel at a time per call (without panel copies).
+// checkpoint and its dequantized float twin give the same bits (4-bit and 6-bit codes, in affine
+// panels of nibbles and bytes).
 TEST(QuantizedModel, EqualsItsDequantizedTwinBitForBit) {
-  for (const char* name : {"llama_untied_bias", "qwen3_tied"}) {
-    const Golden g = load_golden(name);
-    Converted q4(name, 4, 32);
-    const std::string twin = q4.dir() + "_dense";
-    write_dequantized(q4.dir(), twin);
-    auto dense = Model::load(twin);
-    const std::vector<float> want = run_chunked(*dense, g.prompt, 0);
-    for (bool panels : {true, false}) {
-      ModelLoadOptions o = exact_matmul();
-      o.panel_weights = panels;
-      auto quantized = Model::load(q4.dir(), o);
-      EXPECT_TRUE(same_bits(run_chunked(*quantized, g.prompt, 0), want)) << name << " panels " << panels;
+  for (const char* name : {"llama_untied_bias", "qwen3_tied"})
+    for (int bits : {4, 6}) {
+      const Golden g = load_golden(name);
+      Converted q(name, bits, 32);
+      const std::string twin = q.dir() + "_dense";
+      write_dequantized(q.dir(), twin);
+      auto quantized = Model::load(q.dir(), exact_matmul());
+      auto dense = Model::load(twin);
+      EXPECT_TRUE(same_bits(run_chunked(*quantized, g.prompt, 0), run_chunked(*dense, g.prompt, 0)))
+          << name << " " << bits << "-bit";
+      fs::remove_all(twin);
     }
-    fs::remove_all(twin);
-  }
 }
 
 TEST(QuantizedModel, ConvertedCheckpointsTrackTheFloatModel) {

@@ -46,7 +46,7 @@ struct Weight {
   int64_t out_features = 0, in_features = 0;
   MatmulPath matmul = MatmulPath::kExact;  // ignored by dense weights and embedding()
   bool panels = false;             // dense `weight` in the panel layout of cpu/panels.h
-  Tensor affine_panels;            // the exact path's copy of a 4/8-bit affine weight (panel_weight)
+  Tensor affine_panels;            // the exact path's copy of an affine weight (panel_weight)
   Tensor int8_tiles;               // the int8 path's copy of an affine weight (int8_weight)
 
   bool has_bias() const { return bias.defined(); }
@@ -60,10 +60,10 @@ Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& b
 
 // The same weight in the layout the kernels read fastest (cpu/panels.h; same values, same results,
 // rows padded to whole panels): a dense weight is copied once into panel order; an MLX affine
-// weight with 4- or 8-bit codes on the exact path gets a copy in affine panels (its `weight`,
-// `scales` and `biases` stay for embedding()); any other weight is returned unchanged. Model
-// loading applies it with ModelLoadOptions::panel_weights; without it, every linear call packs or
-// dequantizes the panels it reads.
+// weight on the exact path gets a copy in affine panels (its `weight`, `scales` and `biases` stay
+// for embedding()); any other weight is returned unchanged. Model loading applies it to every
+// affine weight, and to dense ones with ModelLoadOptions::panel_weights; without it, every linear
+// call packs or dequantizes the panels it reads.
 Weight panel_weight(const Weight& w);
 
 // The same weight with the copy the int8 path reads (cpu/linear_int8.h's tiles of 16 rows), for an

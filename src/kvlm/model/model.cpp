@@ -39,7 +39,7 @@ ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t o
     ops::Weight w = ops::affine_weight(packed, scales, biases, *q, bias);
     w.matmul = matmul;
     w = ops::int8_weight(w);
-    if (panels) w = ops::panel_weight(w);
+    w = ops::panel_weight(w);
     // As for panels below: the int8 path and the exact one read only their copies, and the reads
     // that remain (embedding rows of a tied table) page their rows back in from the page cache.
     if (w.int8_tiles.defined() || w.affine_panels.defined())

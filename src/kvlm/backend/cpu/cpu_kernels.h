@@ -30,7 +30,7 @@ const float* weight_row(const ops::Weight& w, int64_t row, float* buf);
 // dst (in_features * kPanelRows floats), rows past the weight as zeros.
 void dequantize_panel(const ops::Weight& w, int64_t p, float* dst);
 
-// Panel p of a 4- or 8-bit MLX affine weight in the affine panel layout (panels.h) into dst
+// Panel p of an MLX affine weight in the affine panel layout (panels.h) into dst
 // (affine_panel_bytes), rows past the weight with zero codes, scales and biases.
 void pack_affine_panel(const ops::Weight& w, int64_t p, uint8_t* dst);
 

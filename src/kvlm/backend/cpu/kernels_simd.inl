@@ -89,8 +89,9 @@ using PanelF32 = PanelDense<float, 2, false>;
 using PanelBF16 = PanelDense<uint16_t, 1, true>;
 using PanelF16 = PanelDense<uint16_t, 1, false>;
 
-// MLX affine panels of 4- or 8-bit codes (panels.h), dequantized in registers. A group's scales
-// and biases take four vectors per panel, so one token reads half as many panels at once.
+// MLX affine panels (panels.h) of codes in kBits containers (4 or 8), dequantized in registers. A
+// group's scales and biases take four vectors per panel, so one token reads half as many panels at
+// once.
 template <int kBits>
 struct PanelAffine {
   using Panel = const uint8_t*;
@@ -276,15 +277,14 @@ KVLM_TARGET void run_dense(const LinearRows& job, const PackedX& px) {
   run_scratch_panels<L, T>(l, job, px, [&](int64_t p, T* dst) { pack_panel(base, w.out_features, in, p, dst); });
 }
 
-// MLX affine rows: from the weight's affine panels (4- and 8-bit codes), else dequantized a panel
-// at a time into f32.
+// MLX affine rows from the weight's affine panels, whose codes sit in kBits containers.
 template <int kBits>
 KVLM_TARGET void run_affine(const LinearRows& job, const PackedX& px) {
   const ops::Weight& w = *job.w;
   const int G = w.quant->group_size;
-  const PanelAffine<kBits> l{G, affine_group_bytes(G, kBits)};
+  const PanelAffine<kBits> l{G, affine_group_bytes(G, w.quant->bits)};
   const auto* base = static_cast<const uint8_t*>(w.affine_panels.raw());
-  const int64_t panel = affine_panel_bytes(w.in_features, G, kBits);
+  const int64_t panel = affine_panel_bytes(w.in_features, G, w.quant->bits);
   const auto [p0, p1] = job_panels(job);
   run_panel_range(l, job, px, p0, p1, [&](int64_t p) { return base + p * panel; });
 }
@@ -292,7 +292,8 @@ KVLM_TARGET void run_affine(const LinearRows& job, const PackedX& px) {
 KVLM_TARGET void linear_rows_simd(const LinearRows& job, const PackedX& x) {
   const ops::Weight& w = *job.w;
   if (w.quant) {
-    if (w.affine_panels.defined()) return w.quant->bits == 4 ? run_affine<4>(job, x) : run_affine<8>(job, x);
+    if (w.affine_panels.defined())
+      return affine_container_bits(w.quant->bits) == 4 ? run_affine<4>(job, x) : run_affine<8>(job, x);
     return run_scratch_panels<PanelF32, float>(PanelF32{}, job, x,
                                                [&](int64_t p, float* dst) { dequantize_panel(w, p, dst); });
   }

@@ -78,7 +78,7 @@ void run_parts(const LinearCall& c, int64_t b, int64_t e) {
 
 }  // namespace
 
-// The affine panels of a 4- or 8-bit MLX affine weight (cpu/panels.h).
+// The affine panels of an MLX affine weight (cpu/panels.h).
 Tensor affine_panels(const Weight& w) {
   const int64_t panels = cpu::panel_stored_rows(w.out_features) / cpu::kPanelRows;
   const int64_t bytes = cpu::affine_panel_bytes(w.in_features, w.quant->group_size, w.quant->bits);
@@ -91,8 +91,7 @@ Tensor affine_panels(const Weight& w) {
 
 Weight panel_weight(const Weight& w) {
   if (w.quant) {
-    if (w.matmul != MatmulPath::kExact || (w.quant->bits != 4 && w.quant->bits != 8) || w.affine_panels.defined())
-      return w;
+    if (w.matmul != MatmulPath::kExact || w.affine_panels.defined()) return w;
     check_weight(w, "panel_weight");
     Weight out = w;
     out.affine_panels = affine_panels(w);

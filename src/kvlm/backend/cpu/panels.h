@@ -17,11 +17,12 @@
 //
 // MLX affine weights reduce in the same order over their dequantized values (scale * code + bias,
 // cpu::weight_row's values), so a quantized checkpoint gives exactly the outputs of its
-// dequantized float twin. With 4- or 8-bit codes, panel_weight copies them into affine panels that
-// the kernels dequantize in registers: panel p, group g (group_size inputs) holds the group's 32
-// scales, then its 32 biases (f32), then its codes input by input; at one input, 8-bit row r's code
-// is byte r, 4-bit row r's (r < 16) the low nibble of byte r and row r+16's the high nibble. Other
-// widths, and weights loaded without panels, are dequantized a panel at a time per call.
+// dequantized float twin. On the exact path panel_weight copies them into affine panels that the
+// kernels dequantize in registers: panel p, group g (group_size inputs) holds the group's 32
+// scales, then its 32 biases (f32), then its codes input by input in a container of 4 bits (codes
+// of 2 to 4 bits) or 8 (5 to 8 bits); at one input, row r's 8-bit code is byte r, row r's 4-bit
+// code (r < 16) the low nibble of byte r and row r+16's the high nibble. A weight without affine
+// panels is dequantized a panel at a time per call.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -55,9 +56,12 @@ void pack_panel(const T* src, int64_t rows, int64_t in, int64_t p, T* dst) {
   }
 }
 
-// Bytes of one group of an affine panel, and of a whole panel of `in` inputs.
+// The container of `bits`-bit codes in affine panels: 4 or 8 bits.
+inline int affine_container_bits(int bits) { return bits <= 4 ? 4 : 8; }
+
+// Bytes of one group of an affine panel of `bits`-bit codes, and of a whole panel of `in` inputs.
 inline int64_t affine_group_bytes(int group_size, int bits) {
-  return 2 * kPanelRows * int64_t(sizeof(float)) + group_size * kPanelRows * bits / 8;
+  return 2 * kPanelRows * int64_t(sizeof(float)) + group_size * kPanelRows * affine_container_bits(bits) / 8;
 }
 inline int64_t affine_panel_bytes(int64_t in, int group_size, int bits) {
   return in / group_size * affine_group_bytes(group_size, bits);
