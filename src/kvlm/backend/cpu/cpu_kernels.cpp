@@ -133,26 +133,41 @@ void dequantize_panel(const ops::Weight& w, int64_t p, float* dst) {
     }
 }
 
-void pack_affine_panel(const ops::Weight& w, int64_t p, uint8_t* dst) {
+namespace {
+
+// Row r (of 32) of an affine panel: its scales and biases (f32) and its codes in the container.
+template <bool kNibbles>
+void pack_affine_row(const ops::Weight& w, int64_t row, int64_t r, uint8_t* dst, std::vector<float>& params) {
   const int bits = w.quant->bits, G = w.quant->group_size;
-  const int64_t in = w.in_features, groups = in / G, first = p * kPanelRows;
-  const int64_t n = std::min(kPanelRows, w.out_features - first);
-  const int64_t words = affine_packed_words(in, bits), group_words = int64_t(G) * bits / 32;
+  const int64_t groups = w.in_features / G, group_words = int64_t(G) * bits / 32;
   const int64_t group_bytes = affine_group_bytes(G, bits);
-  const bool nibbles = affine_container_bits(bits) == 4;
-  std::memset(dst, 0, size_t(groups * group_bytes));
+  params.resize(size_t(2 * groups));
+  widen(w.scales, row * groups, groups, params.data());
+  widen(w.biases, row * groups, groups, params.data() + groups);
+  const uint32_t* packed = w.weight.data<uint32_t>() + row * affine_packed_words(w.in_features, bits);
   for (int64_t g = 0; g < groups; ++g) {
     uint8_t* block = dst + g * group_bytes;
+    std::memcpy(block + r * 4, &params[size_t(g)], 4);
+    std::memcpy(block + (kPanelRows + r) * 4, &params[size_t(groups + g)], 4);
     uint8_t* codes = block + 2 * kPanelRows * int64_t(sizeof(float));
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t row = first + r;
-      widen(w.scales, row * groups + g, 1, reinterpret_cast<float*>(block) + r);
-      widen(w.biases, row * groups + g, 1, reinterpret_cast<float*>(block) + kPanelRows + r);
-      for_each_code(w.weight.data<uint32_t>() + row * words + g * group_words, G, bits, [&](int k, uint32_t code) {
-        if (nibbles) codes[k * kPanelRows / 2 + r % 16] |= uint8_t(code << (r < 16 ? 0 : 4));
-        else codes[k * kPanelRows + r] = uint8_t(code);
-      });
-    }
+    const int shift = kNibbles && r >= 16 ? 4 : 0;
+    for_each_code(packed + g * group_words, G, bits, [&](int k, uint32_t code) {
+      if constexpr (kNibbles) codes[k * kPanelRows / 2 + r % 16] |= uint8_t(code << shift);
+      else codes[k * kPanelRows + r] = uint8_t(code);
+    });
+  }
+}
+
+}  // namespace
+
+void pack_affine_panel(const ops::Weight& w, int64_t p, uint8_t* dst) {
+  const int bits = w.quant->bits;
+  const int64_t first = p * kPanelRows, n = std::min(kPanelRows, w.out_features - first);
+  std::memset(dst, 0, size_t(affine_panel_bytes(w.in_features, w.quant->group_size, bits)));
+  std::vector<float> params;
+  for (int64_t r = 0; r < n; ++r) {
+    if (affine_container_bits(bits) == 4) pack_affine_row<true>(w, first + r, r, dst, params);
+    else pack_affine_row<false>(w, first + r, r, dst, params);
   }
 }
 
