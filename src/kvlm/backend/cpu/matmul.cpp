@@ -76,8 +76,6 @@ void run_parts(const LinearCall& c, int64_t b, int64_t e) {
   }
 }
 
-}  // namespace
-
 // The affine panels of an MLX affine weight (cpu/panels.h).
 Tensor affine_panels(const Weight& w) {
   const int64_t panels = cpu::panel_stored_rows(w.out_features) / cpu::kPanelRows;
@@ -88,6 +86,8 @@ Tensor affine_panels(const Weight& w) {
   });
   return out;
 }
+
+}  // namespace
 
 Weight panel_weight(const Weight& w) {
   if (w.quant) {
