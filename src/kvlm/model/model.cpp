@@ -22,11 +22,17 @@ struct LayerWeights {
   ops::AttentionParams attention;
 };
 
+// How the model reads a weight: multiplied (linear layers, a tied vocabulary projection), or only
+// gathered from (an untied embedding table), for which embedding() reads the checkpoint's rows and
+// a copy in kernel order would only take memory.
+enum class WeightUse { kMatmul, kGather };
+
 // A linear module `name` ([out, in]) in whichever format the checkpoint stores it, with its
-// optional additive bias; with `panels`, dense weights in the kernels' panel layout
-// (ops::panel_weight); affine weights on the int8 path with its copy (ops::int8_weight).
+// optional additive bias; when multiplied, affine weights with the copy of their matmul path
+// (ops::int8_weight, or on the exact path ops::panel_weight's affine panels) and, with `panels`,
+// dense weights in the kernels' panel layout (ops::panel_weight).
 ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t out, int64_t in,
-                        ops::MatmulPath matmul, bool panels) {
+                        ops::MatmulPath matmul, bool panels, WeightUse use = WeightUse::kMatmul) {
   const Tensor bias = ck.has(name + ".bias") ? ck.tensor_checked(name + ".bias", {out}) : Tensor();
   if (const std::optional<AffineSpec> q = ck.quantization_for(name)) {
     check_affine_spec(*q, name);
@@ -37,9 +43,9 @@ ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t o
     const Tensor scales = ck.tensor_checked(name + ".scales", {out, in / q->group_size});
     const Tensor biases = ck.tensor_checked(name + ".biases", {out, in / q->group_size});
     ops::Weight w = ops::affine_weight(packed, scales, biases, *q, bias);
+    if (use == WeightUse::kGather) return w;
     w.matmul = matmul;
-    w = ops::int8_weight(w);
-    w = ops::panel_weight(w);
+    w = ops::panel_weight(ops::int8_weight(w));
     // As for panels below: the int8 path and the exact one read only their copies, and the reads
     // that remain (embedding rows of a tied table) page their rows back in from the page cache.
     if (w.int8_tiles.defined() || w.affine_panels.defined())
@@ -47,7 +53,7 @@ ops::Weight load_linear(const Checkpoint& ck, const std::string& name, int64_t o
     return w;
   }
   const ops::Weight w = ops::dense_weight(ck.tensor_checked(name + ".weight", {out, in}), bias);
-  if (!panels) return w;
+  if (!panels || use == WeightUse::kGather) return w;
   const ops::Weight copy = ops::panel_weight(w);
   // The checkpoint's pages of a copied weight are not read again: keeping them resident would
   // hold the dense weights twice.
@@ -98,9 +104,8 @@ void Model::Impl::load_weights(ops::MatmulPath matmul, bool panels) {
   const int64_t H = c.hidden_size, q_out = int64_t(c.num_heads) * c.head_dim,
                 kv_out = int64_t(c.num_kv_heads) * c.head_dim, I = c.intermediate_size;
   const bool tied = c.tie_word_embeddings || !ckpt.has(p + "lm_head.weight");
-  // An untied table is only gathered from (embedding() ignores the matmul path): no int8 copy.
-  embed = load_linear(ckpt, p + "model.embed_tokens", c.vocab_size, H,
-                      tied ? matmul : ops::MatmulPath::kExact, panels);
+  embed = load_linear(ckpt, p + "model.embed_tokens", c.vocab_size, H, matmul, panels,
+                      tied ? WeightUse::kMatmul : WeightUse::kGather);
   head = tied ? embed : load_linear(ckpt, p + "lm_head", c.vocab_size, H, matmul, panels);
   final_norm = norm_weight(ckpt, p + "model.norm.weight", H);
   const float scale = float(std::pow(double(c.head_dim), -0.5));
