@@ -115,8 +115,13 @@ const sum = rows.reduce((s, p) => s + p.ms_per_step, 0);
 assert(Math.abs(sum - step_ms) <= 1e-6 * step_ms, `${sum} ms of ops and the rest against a ${step_ms} ms step`);
 JS
 
-expect_error "--weights must be bf16, q4 or q8, got 'q5'" bench --synthetic 0.5b --weights q5
-expect_error "unknown synthetic shape '7b' (known: 0.5b, 1b)" bench --synthetic 7b
+# A rejected synthetic run leaves no temporary folder behind.
+mkdir "$tmp/scratch"
+TMPDIR="$tmp/scratch" expect_error "--weights must be bf16, q4 or q8, got 'q5'" bench --synthetic 0.5b --weights q5
+TMPDIR="$tmp/scratch" expect_error "unknown synthetic shape '7b' (known: 0.5b, 1b)" bench --synthetic 7b
+[[ -z "$(ls -A "$tmp/scratch")" ]] || fail "a rejected synthetic run left $(ls "$tmp/scratch") behind"
+TMPDIR="$tmp/missing" expect_error "cannot create a temporary folder $tmp/missing/kvlm-bench-XXXXXX" \
+  bench --synthetic 0.5b --weights q4
 expect_error "--repeat must be at least 1, got 0" bench --synthetic 0.5b --repeat 0
 expect_error "--concurrency must be at least 1, got 0" bench --concurrency 1,0
 expect_error "--decode must be at least 1, got 0" bench --decode 0

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "kvlm/base/error.h"
 #include "kvlm/base/file.h"
@@ -31,30 +32,39 @@ int weight_bits(const std::string& w) {
   throw Error("--weights must be bf16, q4 or q8, got '" + w + "'");
 }
 
+// Runs the bench on a synthetic model written into a temporary folder (under $TMPDIR, else /tmp),
+// which is removed however the run ends. Every argument is checked before the folder exists.
+Json run_synthetic(BenchArgs& a) {
+  check(a.model.empty(), "give either a MODEL folder or --synthetic, not both");
+  const SyntheticShape& shape = synthetic_shape(a.synthetic);
+  const int bits = weight_bits(a.weights);
+  const char* dir = std::getenv("TMPDIR");
+  const std::string pattern = std::string(dir && *dir ? dir : "/tmp") + "/kvlm-bench-XXXXXX";
+  std::string templ = pattern;
+  check(::mkdtemp(templ.data()) != nullptr, "cannot create a temporary folder " + pattern);
+  try {
+    std::printf("writing a synthetic %s model (%s) to %s\n", shape.name, a.weights.c_str(), templ.c_str());
+    a.opts.model_dir = write_synthetic_model(shape, templ, bits);
+    Json report = run_bench(a.opts);
+    std::filesystem::remove_all(templ);
+    return report;
+  } catch (...) {
+    std::filesystem::remove_all(templ);
+    throw;
+  }
+}
+
 int run(BenchArgs& a) {
   check_bench_options(a.opts);  // before writing a synthetic model
   ThreadPool::configure_global(a.threads);
-  std::string tmp;
-  if (!a.synthetic.empty()) {
-    check(a.model.empty(), "give either a MODEL folder or --synthetic, not both");
-    const SyntheticShape& shape = synthetic_shape(a.synthetic);
-    char templ[] = "/tmp/kvlm-bench-XXXXXX";
-    check(::mkdtemp(templ) != nullptr, "cannot create a temporary folder under /tmp");
-    tmp = templ;
-    std::printf("writing a synthetic %s model (%s) to %s\n", shape.name, a.weights.c_str(), templ);
-    a.opts.model_dir = write_synthetic_model(shape, tmp, weight_bits(a.weights));
-  } else {
-    a.opts.model_dir = a.model.empty() ? default_model_dir() : a.model;
-  }
   a.opts.probes = !a.no_probes;
   Json report;
-  try {
+  if (!a.synthetic.empty()) {
+    report = run_synthetic(a);
+  } else {
+    a.opts.model_dir = a.model.empty() ? default_model_dir() : a.model;
     report = run_bench(a.opts);
-  } catch (...) {
-    if (!tmp.empty()) std::filesystem::remove_all(tmp);
-    throw;
   }
-  if (!tmp.empty()) std::filesystem::remove_all(tmp);
   if (!a.json_path.empty()) write_file(a.json_path, report.dump(2) + "\n");
   return 0;
 }
@@ -64,7 +74,8 @@ Runner setup(CLI::App& sub) {
   sub.add_option("model", a->model, "Model folder (default: the bundled model)");
   sub.add_option("--synthetic", a->synthetic,
                  "Benchmark a random-weight shape instead: 0.5b (hidden 896, 24 layers, 14/2 heads, "
-                 "MLP 4864) or 1b (2048, 16, 32/8, 8192), vocab 32000");
+                 "MLP 4864) or 1b (2048, 16, 32/8, 8192), vocab 32000, written to a temporary folder "
+                 "under $TMPDIR (default /tmp) and removed afterwards");
   sub.add_option("--weights", a->weights, "Synthetic weight format: bf16, q4 or q8 (MLX affine, group 64)");
   sub.add_option("--prompt", a->opts.prompt_tokens, "Prefill length in tokens")->capture_default_str();
   sub.add_option("--context", a->opts.decode_context, "Tokens cached before decode is timed")
