@@ -100,7 +100,7 @@ struct PanelAffine {
     const uint8_t* codes;
   };
   static constexpr bool kInterleaved = false;
-  static constexpr int kDecodePanels = kPanelDecodePanels;
+  static constexpr int kDecodePanels = kPanelDecodePanels > 1 ? kPanelDecodePanels / 2 : 1;
   static constexpr int64_t kInputBytes = kPanelRows * kBits / 8;  // codes of one input
   static constexpr int64_t kParamBytes = 2 * kPanelRows * int64_t(sizeof(float));
   int64_t group_size, group_bytes;
