@@ -252,9 +252,15 @@ TEST(LinearRows, PanelOrderTakesEveryDenseWeight) {
             size_t(affine_panel_bytes(64, 64, 4)));
   EXPECT_EQ(ops::panel_weight(affine(normal(64 * 5, 2), 5, 64, 6, 64, DType::kBF16).w).affine_panels.nbytes(),
             size_t(affine_panel_bytes(64, 64, 8)));
-  ops::Weight int8 = affine(normal(64 * 5, 2), 5, 64, 8, 64, DType::kBF16).w;
-  int8.matmul = ops::MatmulPath::kInt8;
-  EXPECT_FALSE(ops::panel_weight(int8).affine_panels.defined());
+  // On the int8 path, 8-bit codes read their int8 tiles; 3-bit codes, which it does not take, run
+  // on the exact kernels and get affine panels.
+  for (int bits : {8, 3}) {
+    ops::Weight w = affine(normal(64 * 5, 2), 5, 64, bits, 64, DType::kBF16).w;
+    w.matmul = ops::MatmulPath::kInt8;
+    const ops::Weight loaded = ops::panel_weight(ops::int8_weight(w));
+    EXPECT_EQ(loaded.int8_tiles.defined(), bits == 8) << bits;
+    EXPECT_EQ(loaded.affine_panels.defined(), bits == 3) << bits;
+  }
 }
 
 }  // namespace

@@ -60,8 +60,9 @@ Weight affine_weight(const Tensor& packed, const Tensor& scales, const Tensor& b
 
 // The same weight in the layout the kernels read fastest (cpu/panels.h; same values, same results,
 // rows padded to whole panels): a dense weight is copied once into panel order; an MLX affine
-// weight on the exact path gets a copy in affine panels (its `weight`, `scales` and `biases` stay
-// for embedding()); any other weight is returned unchanged. Model loading applies it to every
+// weight without int8 tiles (the exact path, or codes of widths the int8 path does not take) gets
+// a copy in affine panels (its `weight`, `scales` and `biases` stay for embedding()); any other
+// weight is returned unchanged. Model loading applies it after int8_weight to every multiplied
 // affine weight, and to dense ones with ModelLoadOptions::panel_weights; without it, every linear
 // call packs or dequantizes the panels it reads.
 Weight panel_weight(const Weight& w);

@@ -91,7 +91,7 @@ Tensor affine_panels(const Weight& w) {
 
 Weight panel_weight(const Weight& w) {
   if (w.quant) {
-    if (w.matmul != MatmulPath::kExact || w.affine_panels.defined()) return w;
+    if (w.int8_tiles.defined() || w.affine_panels.defined()) return w;  // the int8 path reads its tiles
     check_weight(w, "panel_weight");
     Weight out = w;
     out.affine_panels = affine_panels(w);
