@@ -160,7 +160,7 @@ void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts
 }
 
 void linear_rows_avx512(const LinearRows& job, const PackedX& x) { linear_rows_simd(job, x); }
-int linear_token_group_avx512(int64_t T, const ops::Weight& w) { return token_group(T, w); }
+int linear_token_group_avx512(int64_t T) { return token_group(T); }
 float dot_avx512(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
 void exp_shifted_avx512(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
 void silu_mul_avx512(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }

@@ -36,7 +36,7 @@ KVLM_TARGET inline Vec padded_tail(int64_t n, Load load_value) {
 }
 
 // Tokens per PackedX group for T tokens.
-inline int token_group(int64_t T, const ops::Weight&) { return T == 1 ? 1 : kPanelTokens; }
+inline int token_group(int64_t T) { return T == 1 ? 1 : kPanelTokens; }
 
 // Token blocks: a panel serves every token tile of a block before the next panel, so the weights
 // come from memory once per block, and the block's inputs stay in the last-level cache: 2 MB rather

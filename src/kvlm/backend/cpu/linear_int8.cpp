@@ -152,7 +152,7 @@ LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_
   if (!uses_int8(w)) {
     exact_ = linear_rows_kernel(isa);
     if (!exact_.token_group) return;
-    const int tokens = exact_.token_group(T, w);
+    const int tokens = exact_.token_group(T);
     for (const LinearKernel& k : same_input)
       if (k.packed_ && k.packed_->tokens == tokens) {
         packed_ = k.packed_;

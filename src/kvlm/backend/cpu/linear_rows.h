@@ -39,13 +39,13 @@ PackedX pack_x(const float* x, int64_t T, int64_t in, int tokens);
 void linear_rows_portable(const LinearRows& job, const PackedX& x);
 void linear_rows_avx2(const LinearRows& job, const PackedX& x);
 void linear_rows_avx512(const LinearRows& job, const PackedX& x);
-int linear_token_group_avx2(int64_t T, const ops::Weight& w);
-int linear_token_group_avx512(int64_t T, const ops::Weight& w);
+int linear_token_group_avx2(int64_t T);
+int linear_token_group_avx512(int64_t T);
 
 struct LinearRowsKernel {
   void (*run)(const LinearRows& job, const PackedX& x);
-  // The `tokens` of the PackedX that run reads for T tokens against w; null: none.
-  int (*token_group)(int64_t T, const ops::Weight& w);
+  // The `tokens` of the PackedX that run reads for T tokens; null: none.
+  int (*token_group)(int64_t T);
 };
 LinearRowsKernel linear_rows_kernel(Isa isa);
 

@@ -76,14 +76,20 @@ void run_parts(const LinearCall& c, int64_t b, int64_t e) {
   }
 }
 
+// Calls pack(p) for every panel of w's rows, the panels spread over the pool.
+template <class Pack>
+void for_each_panel(const Weight& w, Pack pack) {
+  const int64_t panels = cpu::panel_stored_rows(w.out_features) / cpu::kPanelRows;
+  thread_pool().parallel_for(size_t(panels), 1, [&](size_t b, size_t e) {
+    for (int64_t p = int64_t(b); p < int64_t(e); ++p) pack(p);
+  });
+}
+
 // The affine panels of an MLX affine weight (cpu/panels.h).
 Tensor affine_panels(const Weight& w) {
-  const int64_t panels = cpu::panel_stored_rows(w.out_features) / cpu::kPanelRows;
   const int64_t bytes = cpu::affine_panel_bytes(w.in_features, w.quant->group_size, w.quant->bits);
-  Tensor out = Tensor::empty_streamed({panels, bytes}, DType::kU8);
-  thread_pool().parallel_for(size_t(panels), 1, [&](size_t b, size_t e) {
-    for (int64_t p = int64_t(b); p < int64_t(e); ++p) cpu::pack_affine_panel(w, p, out.data<uint8_t>() + p * bytes);
-  });
+  Tensor out = Tensor::empty_streamed({cpu::panel_stored_rows(w.out_features) / cpu::kPanelRows, bytes}, DType::kU8);
+  for_each_panel(w, [&](int64_t p) { cpu::pack_affine_panel(w, p, out.data<uint8_t>() + p * bytes); });
   return out;
 }
 
@@ -102,10 +108,7 @@ Weight panel_weight(const Weight& w) {
   const int64_t rows = w.out_features, in = w.in_features;
   Tensor packed = Tensor::empty_streamed({cpu::panel_stored_rows(rows), in}, w.weight.dtype());
   const auto pack = [&]<class T>(const T* src, T* dst) {
-    thread_pool().parallel_for(size_t(packed.dim(0) / cpu::kPanelRows), 1, [&](size_t b, size_t e) {
-      for (int64_t p = int64_t(b); p < int64_t(e); ++p)
-        cpu::pack_panel(src, rows, in, p, dst + p * in * cpu::kPanelRows);
-    });
+    for_each_panel(w, [&](int64_t p) { cpu::pack_panel(src, rows, in, p, dst + p * in * cpu::kPanelRows); });
   };
   if (w.weight.dtype() == DType::kF32) pack(w.weight.data<float>(), packed.data<float>());
   else pack(static_cast<const uint16_t*>(w.weight.raw()), static_cast<uint16_t*>(packed.raw()));

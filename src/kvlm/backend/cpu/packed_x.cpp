@@ -1,7 +1,6 @@
 // Token packing for the SIMD linear kernels (linear_rows.h: PackedX).
 #include <algorithm>
 
-#include "kvlm/backend/cpu/dot.h"
 #include "kvlm/backend/cpu/linear_rows.h"
 #include "kvlm/backend/ops.h"
 #include "kvlm/base/thread_pool.h"
