@@ -48,20 +48,18 @@ void portable_score_block(const float* q, int group, int d, const float* const* 
       s[size_t(g) * stride + size_t(r)] = dot(q + size_t(g) * size_t(d), k[r], d) * scale;
 }
 
-// accumulate_block (a + w*v, rounded twice) or accumulate_fused (one fma).
-template <bool kFma>
 void portable_accumulate(float* acc, int group, int d, const float* w, size_t stride,
                          const float* const* v, int rows) {
   for (int g = 0; g < group; ++g)
     for (int r = 0; r < rows; ++r) {
       float* a = acc + size_t(g) * size_t(d);
       const float wr = w[size_t(g) * stride + size_t(r)];
-      for (int i = 0; i < d; ++i) a[i] = kFma ? std::fma(wr, v[r][i], a[i]) : a[i] + wr * v[r][i];
+      for (int i = 0; i < d; ++i) a[i] = std::fma(wr, v[r][i], a[i]);
     }
 }
 
 constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
-                                          portable_accumulate<false>, portable_accumulate<true>};
+                                          portable_accumulate};
 
 // Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk whose row
 // addresses are `at`. Rows are read once and little work is done per byte, so the next block is
@@ -203,7 +201,6 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     for (int g = 0; g < group; ++g) vector_math().divide(s + size_t(g) * ns, n, out.l[g]);
     std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
   }
-  const auto accumulate = codes ? ops.accumulate_fused : ops.accumulate_block;
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
     // The score pass fetched every value row already: no prefetches ahead (next_end = 0).
     decode_block(ops.value, codec, value_at, rows.value_bytes, j,
@@ -211,7 +208,7 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     for (size_t t = 0; t < queries.size(); ++t) {
       const int64_t n = queries[t].end - begin;
       if (j < n)
-        accumulate(queries[t].out.o, group, d, scores(t) + j, ns, row, int(std::min<int64_t>(kKeyBlock, n - j)));
+        ops.accumulate(queries[t].out.o, group, d, scores(t) + j, ns, row, int(std::min<int64_t>(kKeyBlock, n - j)));
     }
   }
 }
@@ -443,7 +440,7 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
           for (size_t c = 0; c < chunks; ++c) {
             const float w = factor[c] / sum;
             const float* oc = slots + c * slot_floats + 2 * size_t(group) + size_t(g * D);
-            job.ops.accumulate_block(og, 1, int(D), &w, 0, &oc, 1);
+            job.ops.accumulate(og, 1, int(D), &w, 0, &oc, 1);
           }
         }
       }
@@ -489,7 +486,7 @@ Tensor attention_reference(const Tensor& q, const ops::PagedKV& kv, int64_t n_pa
       for (int64_t j = first; j <= pos; ++j) {
         const float w = scores[size_t(j - first)] / sum;
         codec.decode_value_row(rows.value(j), v.data());
-        for (int64_t c = 0; c < D; ++c) o[c] += w * v[size_t(c)];
+        for (int64_t c = 0; c < D; ++c) o[c] = std::fma(w, v[size_t(c)], o[c]);
       }
     }
   return out;

@@ -138,8 +138,7 @@ AttentionRowOps attention_row_ops_avx2(const KVCodec& codec) {
   use_row_decoders(codec, ops);
   if (codec.head_dim() % 16 == 0) {
     ops.score_block = score_block_simd;
-    ops.accumulate_block = accumulate_block_simd;
-    ops.accumulate_fused = accumulate_fused_simd;
+    ops.accumulate = accumulate_simd;
   }
   return ops;
 }

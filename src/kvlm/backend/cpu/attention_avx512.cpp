@@ -136,8 +136,7 @@ AttentionRowOps attention_row_ops_avx512(const KVCodec& codec) {
   // Every loop here steps by 16; other head dims keep the AVX2 / portable operations.
   if (codec.head_dim() % 16 != 0) return ops;
   ops.score_block = score_block_simd;
-  ops.accumulate_block = accumulate_block_simd;
-  ops.accumulate_fused = accumulate_fused_simd;
+  ops.accumulate = accumulate_simd;
   use_row_decoders(codec, ops);
   return ops;
 }

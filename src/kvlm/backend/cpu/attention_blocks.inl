@@ -1,5 +1,5 @@
-// The block kernels of attention (AttentionRowOps::score_block, accumulate_block and
-// accumulate_fused, attention_kernels.h), written once over a 16-lane type. Included by attention_avx2.cpp and
+// The block kernels of attention (AttentionRowOps::score_block and accumulate,
+// attention_kernels.h), written once over a 16-lane type. Included by attention_avx2.cpp and
 // attention_avx512.cpp, which first define
 //   KVLM_TARGET  the target attribute every function here carries, and
 //   struct Lanes 16 f32 lanes: zero, load, store, set1, fma, add, mul, and
@@ -33,11 +33,10 @@ KVLM_TARGET void score_block_simd(const float* q, int group, int d, const float*
 }
 
 // Heads g0 .. g0+H-1 by 16-float slices s0 .. s0+S-1 of the [group][d] output, H*S accumulators
-// held in registers while the block's rows are added in order: a = a + w * v with the product
-// rounded first, or a = fma(w, v, a) (kFma), w = weight(head, row, slice). Each row loads its S
-// slices once.
-template <int H, int S, bool kFma, class Weight>
-KVLM_TARGET void accumulate_tile(float* acc, int d, int g0, int s0, const Weight& weight,
+// held in registers while the block's rows are added in order, a = fma(w, v, a) with head g's
+// weight for row r at w[g*stride + r]. Each row loads its S slices once.
+template <int H, int S>
+KVLM_TARGET void accumulate_tile(float* acc, int d, int g0, int s0, const float* w, size_t stride,
                                  const float* const* v, int rows) {
   Lanes a[H][S];
   KVLM_UNROLL for (int h = 0; h < H; ++h)
@@ -46,50 +45,35 @@ KVLM_TARGET void accumulate_tile(float* acc, int d, int g0, int s0, const Weight
     Lanes vs[S];
     KVLM_UNROLL for (int s = 0; s < S; ++s) vs[s] = Lanes::load(v[r] + (s0 + s) * 16);
     KVLM_UNROLL for (int h = 0; h < H; ++h)
-      KVLM_UNROLL for (int s = 0; s < S; ++s) {
-        const Lanes w = Lanes::set1(weight(g0 + h, r, s0 + s));
-        a[h][s] = kFma ? Lanes::fma(w, vs[s], a[h][s]) : Lanes::add(a[h][s], Lanes::mul(w, vs[s]));
-      }
+      KVLM_UNROLL for (int s = 0; s < S; ++s)
+        a[h][s] = Lanes::fma(Lanes::set1(w[size_t(g0 + h) * stride + size_t(r)]), vs[s], a[h][s]);
   }
   KVLM_UNROLL for (int h = 0; h < H; ++h)
     KVLM_UNROLL for (int s = 0; s < S; ++s) a[h][s].store(acc + size_t(g0 + h) * size_t(d) + size_t(s0 + s) * 16);
 }
 
 // All heads for slices s0 .. s0+S-1: tiles of kValueTile / S heads, the last one smaller.
-template <int S, bool kFma, class Weight, int H = kValueTile / S>
-KVLM_TARGET void accumulate_slices(int heads, float* acc, int d, int g0, int s0, const Weight& weight,
-                                   const float* const* v, int rows) {
+template <int S, int H = kValueTile / S>
+KVLM_TARGET void accumulate_slices(int heads, float* acc, int d, int g0, int s0, const float* w,
+                                   size_t stride, const float* const* v, int rows) {
   if constexpr (H > 0) {
-    for (; heads >= H; heads -= H, g0 += H) accumulate_tile<H, S, kFma>(acc, d, g0, s0, weight, v, rows);
-    if (heads > 0) accumulate_slices<S, kFma, Weight, H - 1>(heads, acc, d, g0, s0, weight, v, rows);
+    for (; heads >= H; heads -= H, g0 += H) accumulate_tile<H, S>(acc, d, g0, s0, w, stride, v, rows);
+    if (heads > 0) accumulate_slices<S, H - 1>(heads, acc, d, g0, s0, w, stride, v, rows);
   }
 }
 
-template <bool kFma, class Weight>
-KVLM_TARGET void accumulate_heads(float* acc, int group, int d, const Weight& weight,
-                                  const float* const* v, int rows) {
+KVLM_TARGET void accumulate_simd(float* acc, int group, int d, const float* w, size_t stride,
+                                 const float* const* v, int rows) {
   constexpr int kSlices = kValueTile >= 4 ? 4 : kValueTile;  // slices per pass
   const int slices = d / 16;
   for (int s0 = 0; s0 < slices; s0 += kSlices) {
     switch (std::min(kSlices, slices - s0)) {
-      case 1: accumulate_slices<1, kFma>(group, acc, d, 0, s0, weight, v, rows); break;
-      case 2: accumulate_slices<2, kFma>(group, acc, d, 0, s0, weight, v, rows); break;
-      case 3: accumulate_slices<3, kFma>(group, acc, d, 0, s0, weight, v, rows); break;
-      default: accumulate_slices<kSlices, kFma>(group, acc, d, 0, s0, weight, v, rows); break;
+      case 1: accumulate_slices<1>(group, acc, d, 0, s0, w, stride, v, rows); break;
+      case 2: accumulate_slices<2>(group, acc, d, 0, s0, w, stride, v, rows); break;
+      case 3: accumulate_slices<3>(group, acc, d, 0, s0, w, stride, v, rows); break;
+      default: accumulate_slices<kSlices>(group, acc, d, 0, s0, w, stride, v, rows); break;
     }
   }
-}
-
-KVLM_TARGET void accumulate_block_simd(float* acc, int group, int d, const float* w,
-                                       size_t stride, const float* const* v, int rows) {
-  const auto weight = [w, stride](int g, int r, int) { return w[size_t(g) * stride + size_t(r)]; };
-  accumulate_heads<false>(acc, group, d, weight, v, rows);
-}
-
-KVLM_TARGET void accumulate_fused_simd(float* acc, int group, int d, const float* w,
-                                       size_t stride, const float* const* v, int rows) {
-  const auto weight = [w, stride](int g, int r, int) { return w[size_t(g) * stride + size_t(r)]; };
-  accumulate_heads<true>(acc, group, d, weight, v, rows);
 }
 
 }  // namespace

@@ -114,13 +114,11 @@ struct KeyCodeKernels {
 KeyCodeKernels key_code_kernels(Isa isa);
 KeyCodeKernels key_code_kernels();  // of cpu_isa()
 
-// Values on the same path are decoded as on the exact path and accumulated with one fma per
-// element and row, o_i = fma(w_r, v_{r,i}, o_i) (AttentionRowOps::accumulate_fused), where the
-// exact path rounds the product and the sum separately to keep the reference's bits: exact up to
-// f32 rounding.
+// Values on the same path are decoded and accumulated as on the exact path, one fma per element
+// and row, o_i = fma(w_r, v_{r,i}, o_i) (AttentionRowOps::accumulate).
 
 // What attention_chunk needs to read one compressed codec's rows on the int8 path: the key form
-// (absent for key codes without one) and its kernels; values always accumulate fused.
+// (absent for key codes without one) and its kernels.
 struct CodePath {
   std::optional<KeyCodeForm> key;
   KeyCodeKernels kernels{};

@@ -3,8 +3,8 @@
 //  - AttentionRowOps, the work that differs by ISA: decode a key row, decode a value row into
 //    the codec's value domain, score a block of kKeyBlock decoded keys against a group of query
 //    heads, add a block of weighted value rows into a group of accumulators. The SIMD versions
-//    perform the same operations as the portable ones (cpu::dot's lane order and fold; separately
-//    rounded multiply and add, no FMA, for values; exact widenings), so they are bit-identical
+//    perform the same operations as the portable ones (cpu::dot's lane order and fold; one fma
+//    per value element and row; exact widenings), so they are bit-identical
 //    and the ISA never changes a result;
 //  - attention_chunk: one query token's heads that share a kv head, against a run of keys;
 //  - attention_reference: the plain algorithm (every row decoded through the codec, one softmax
@@ -38,13 +38,10 @@ struct AttentionRowOps {
   // and store the whole block, the caller ignores scores past `rows`.
   void (*score_block)(const float* q, int group, int d, const float* const* k, int rows,
                       float scale, float* s, size_t stride);
-  // acc[g*d + i] = acc[g*d + i] + w[g*stride + r] * v[r][i] for r = 0 .. rows-1 in order, the
-  // product rounded before the add (no FMA), for g < group, i < d.
-  void (*accumulate_block)(float* acc, int group, int d, const float* w, size_t stride,
-                           const float* const* v, int rows);
-  // accumulate_block with acc = fma(w, v, acc): the int8 path's values (attention_codes.h).
-  void (*accumulate_fused)(float* acc, int group, int d, const float* w, size_t stride,
-                           const float* const* v, int rows);
+  // acc[g*d + i] = fma(w[g*stride + r], v[r][i], acc[g*d + i]) for r = 0 .. rows-1 in order,
+  // for g < group, i < d.
+  void (*accumulate)(float* acc, int group, int d, const float* w, size_t stride,
+                     const float* const* v, int rows);
 };
 
 AttentionRowOps attention_row_ops_portable(const KVCodec& codec);
