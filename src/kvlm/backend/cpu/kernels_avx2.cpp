@@ -175,7 +175,7 @@ struct I8 {
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
   }
-  static KVLM_TARGET int32_t store_codes(Vec r, int8_t* q, bool interleave) {
+  static KVLM_TARGET void store_codes(Vec r, int8_t* q, bool interleave) {
     __m256i lo = _mm256_cvttps_epi32(r.lo), hi = _mm256_cvttps_epi32(r.hi);
     if (interleave) {
       const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
@@ -186,10 +186,6 @@ struct I8 {
     const __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q),
                      _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1)));
-    const __m256i s = _mm256_add_epi32(lo, hi);
-    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-    return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
   }
 };
 

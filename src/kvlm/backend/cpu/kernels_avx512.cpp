@@ -138,12 +138,11 @@ struct I8 {
     for (int64_t k = 0; k < n; k += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + k)), m);
     return _mm512_reduce_max_ps(m);
   }
-  static KVLM_TARGET int32_t store_codes(Vec r, int8_t* q, bool interleave) {
+  static KVLM_TARGET void store_codes(Vec r, int8_t* q, bool interleave) {
     __m512i v = _mm512_cvttps_epi32(r.v);
     if (interleave)
       v = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15), v);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtepi32_epi8(v));
-    return _mm512_reduce_add_epi32(v);
   }
 };
 
