@@ -61,15 +61,19 @@ void portable_accumulate(float* acc, int group, int d, const float* w, size_t st
 constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
                                           portable_accumulate};
 
+// Rows are read once and little work is done per byte, so each pass over a chunk's keys or values
+// fetches the block kFetchBlocks ahead of the one it computes on (the hardware prefetcher alone
+// left the 2-byte codecs waiting on memory at long context). One block ahead or three, or the
+// first blocks fetched before a pass starts, were slower (AttentionFromMemory).
+constexpr int64_t kFetchBlocks = 2;
+
 // Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk whose row
-// addresses are `at`. Rows are read once and little work is done per byte, so the next block is
-// prefetched (the hardware prefetcher alone left the 2-byte codecs waiting on memory at long
-// context).
-void block_rows(const uint8_t* const* at, size_t bytes, int64_t first, int count, int64_t next_end,
+// addresses are `at`, and fetches the rows kFetchBlocks blocks further on (below `end`).
+void block_rows(const uint8_t* const* at, size_t bytes, int64_t first, int count, int64_t end,
                 const uint8_t** row) {
   for (int r = 0; r < count; ++r) {
-    const int64_t ahead = first + kKeyBlock + r;
-    if (ahead < next_end)
+    const int64_t ahead = first + kFetchBlocks * kKeyBlock + r;
+    if (ahead < end)
       for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(at[ahead] + b);
     row[r] = at[first + r];
   }
@@ -79,9 +83,9 @@ void block_rows(const uint8_t* const* at, size_t bytes, int64_t first, int count
 // row[r] at each; the unused pointers repeat row 0 so a SIMD kernel may read the whole block.
 void decode_block(const float* (*decode)(const KVCodec&, const uint8_t*, float*),
                   const KVCodec& codec, const uint8_t* const* at, size_t bytes, int64_t first, int count,
-                  int64_t next_end, float* buf, const float** row) {
+                  int64_t end, float* buf, const float** row) {
   const uint8_t* raw[kKeyBlock];
-  block_rows(at, bytes, first, count, next_end, raw);
+  block_rows(at, bytes, first, count, end, raw);
   // f32 rows (the exact cache) are read in place, without a call per row.
   if (codec.spec().kind == KVCodecKind::kF32)
     for (int r = 0; r < count; ++r) row[r] = reinterpret_cast<const float*>(raw[r]);
@@ -169,12 +173,11 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   // Each decoded (or prepared) block serves every query that sees (part of) it.
   const bool key_codes = codes && codes->key;
   KeyCodeBlock key_block;
+  // In decode the chunk's keys and values come cold from memory (a step streams all weights in
+  // between). Each pass fetches its own rows: fetching the values during the scores as well asked
+  // one core for twice its bandwidth (AttentionFromMemory 128/8/64 5-7% slower, 1024/8/64 10%).
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
     const int count = int(std::min<int64_t>(kKeyBlock, n_max - j));
-    // In decode the chunk's keys and values come cold from memory (a step streams all weights
-    // in between); fetching the values into L2 now overlaps them with the scores and the softmax.
-    for (int r = 0; r < count; ++r)
-      for (size_t at = 0; at < rows.value_bytes; at += 64) __builtin_prefetch(value_at[j + r] + at, 0, 2);
     if (key_codes) {
       const uint8_t* raw[kKeyBlock];
       block_rows(key_at, rows.key_bytes, j, count, n_max, raw);
@@ -202,9 +205,8 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
   }
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
-    // The score pass fetched every value row already: no prefetches ahead (next_end = 0).
     decode_block(ops.value, codec, value_at, rows.value_bytes, j,
-                 int(std::min<int64_t>(kKeyBlock, n_max - j)), 0, buf, row);
+                 int(std::min<int64_t>(kKeyBlock, n_max - j)), n_max, buf, row);
     for (size_t t = 0; t < queries.size(); ++t) {
       const int64_t n = queries[t].end - begin;
       if (j < n)
