@@ -185,6 +185,10 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     } else {
       decode_block(ops.key, codec, key_at, rows.key_bytes, j, count, n_max, buf, row);
     }
+    // Past the keys' end the fetches run on into the values, so the value pass starts warm.
+    for (int64_t r = std::max<int64_t>(0, j + kFetchBlocks * kKeyBlock - n_max);
+         r < std::min(n_max, j + (kFetchBlocks + 1) * kKeyBlock - n_max); ++r)
+      for (size_t b = 0; b < rows.value_bytes; b += 64) __builtin_prefetch(value_at[r] + b);
     for (size_t t = 0; t < queries.size(); ++t) {
       const ChunkQuery& cq = queries[t];
       if (j >= cq.end - begin) continue;
