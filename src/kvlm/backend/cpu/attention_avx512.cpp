@@ -52,8 +52,10 @@ struct Lanes {
   }
 };
 
-// 32 zmm registers: 12 accumulators (3 heads x 4 slices), 4 value slices, the rest for weights.
-constexpr int kValueTile = 12;
+// 32 zmm registers: 16 accumulators (4 heads x 4 slices), 4 value slices, 4 weights. Seven heads
+// (the 0.5B shape's group) then take tiles of 4 and 3 heads; with 12 accumulators they took 3, 3
+// and a lone head whose four chains waited on the fma latency (AttentionTask 3-5% slower).
+constexpr int kValueTile = 16;
 
 // Codes i .. i+15 (i a multiple of 16) of a row's little-endian code stream as 16 32-bit lanes.
 // Their 2*kBits bytes are loaded exactly (masked), copied to every 128-bit lane, and each lane
