@@ -76,5 +76,33 @@ TEST(VectorMath, EveryIsaEqualsPortable) {
   }
 }
 
+// The residual add and the RoPE rotation, at lengths with a partial last vector (a rotation's
+// halves of 37: 32 values in vectors, 5 in the scalar tail).
+TEST(VectorMath, AddScaledAndRopeRotateOfEveryIsaEqualPortable) {
+  std::mt19937 rng(10);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> x(1001), y(1001), cs(74);
+  for (float& v : x) v = d(rng);
+  for (float& v : y) v = d(rng);
+  for (size_t i = 0; i < 37; ++i) {
+    const float angle = 0.37f * float(i);
+    cs[i] = std::cos(angle);
+    cs[37 + i] = std::sin(angle);
+  }
+  for (float scale : {1.0f, 0.7f}) {
+    std::vector<float> want_add = x, want_rope(x.begin(), x.begin() + 74);
+    vector_math(Isa::kPortable).add_scaled(want_add.data(), y.data(), int64_t(x.size()), scale);
+    vector_math(Isa::kPortable).rope_rotate(want_rope.data(), cs.data(), 37);
+    for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+      if (!isa_supported(isa)) continue;
+      std::vector<float> got_add = x, got_rope(x.begin(), x.begin() + 74);
+      vector_math(isa).add_scaled(got_add.data(), y.data(), int64_t(x.size()), scale);
+      vector_math(isa).rope_rotate(got_rope.data(), cs.data(), 37);
+      EXPECT_EQ(std::memcmp(got_add.data(), want_add.data(), x.size() * 4), 0) << isa_name(isa) << " " << scale;
+      EXPECT_EQ(std::memcmp(got_rope.data(), want_rope.data(), 74 * 4), 0) << isa_name(isa);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvlm::cpu

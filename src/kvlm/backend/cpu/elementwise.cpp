@@ -77,14 +77,7 @@ void add_scaled_inplace(Tensor& x, const Tensor& y, float scale) {
   cpu::check_cpu_contiguous(y, "add", "y");
   check(x.dtype() == DType::kF32 && y.dtype() == DType::kF32, "add: f32 tensors expected");
   check_same_shape(x, y, "add");
-  float* xp = x.data<float>();
-  const float* yp = y.data<float>();
-  const int64_t n = x.numel();
-  if (scale == 1.0f) {
-    for (int64_t i = 0; i < n; ++i) xp[i] += yp[i];
-  } else {
-    for (int64_t i = 0; i < n; ++i) xp[i] += yp[i] * scale;
-  }
+  cpu::vector_math().add_scaled(x.data<float>(), y.data<float>(), x.numel(), scale);
 }
 
 void scale_inplace(Tensor& x, float scale) {

@@ -210,5 +210,7 @@ void rms_norm_row_avx2(const float* x, const float* w, int64_t n, float eps, flo
   rms_norm_row_simd(x, w, n, eps, y);
 }
 void divide_avx2(float* x, int64_t n, float d) { divide_simd(x, n, d); }
+void add_scaled_avx2(float* x, const float* y, int64_t n, float scale) { add_scaled_simd(x, y, n, scale); }
+void rope_rotate_avx2(float* v, const float* cs, int64_t half) { rope_rotate_simd(v, cs, half); }
 
 }  // namespace kvlm::cpu

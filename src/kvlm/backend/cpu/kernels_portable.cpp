@@ -59,12 +59,21 @@ void divide_portable(float* x, int64_t n, float d) {
   for (int64_t i = 0; i < n; ++i) x[i] /= d;
 }
 
+void add_scaled_portable(float* x, const float* y, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i] * scale;
+}
+
+void rope_rotate_portable(float* v, const float* cs, int64_t half) {
+  for (int64_t i = 0; i < half; ++i) rope_pair(v[i], v[half + i], cs[i], cs[half + i]);
+}
+
 const VectorMathKernels& vector_math(Isa isa) {
-  static constexpr VectorMathKernels kPortable = {exp_shifted_portable, silu_mul_portable,
-                                                  rms_norm_row_portable, divide_portable};
-  static constexpr VectorMathKernels kAvx2 = {exp_shifted_avx2, silu_mul_avx2, rms_norm_row_avx2, divide_avx2};
-  static constexpr VectorMathKernels kAvx512 = {exp_shifted_avx512, silu_mul_avx512, rms_norm_row_avx512,
-                                                divide_avx512};
+  static constexpr VectorMathKernels kPortable = {exp_shifted_portable, silu_mul_portable, rms_norm_row_portable,
+                                                  divide_portable,      add_scaled_portable, rope_rotate_portable};
+  static constexpr VectorMathKernels kAvx2 = {exp_shifted_avx2, silu_mul_avx2,   rms_norm_row_avx2,
+                                              divide_avx2,      add_scaled_avx2, rope_rotate_avx2};
+  static constexpr VectorMathKernels kAvx512 = {exp_shifted_avx512, silu_mul_avx512,   rms_norm_row_avx512,
+                                                divide_avx512,      add_scaled_avx512, rope_rotate_avx512};
   switch (isa) {
     case Isa::kAvx512: return kAvx512;
     case Isa::kAvx2: return kAvx2;

@@ -348,5 +348,23 @@ KVLM_TARGET void divide_simd(float* x, int64_t n, float d) {
   for (; i < n; ++i) x[i] /= d;
 }
 
+KVLM_TARGET void add_scaled_simd(float* x, const float* y, int64_t n, float scale) {
+  const Vec s = Vec::set1(scale);
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) Vec::add(Vec::load(x + i), Vec::mul(Vec::load(y + i), s)).store(x + i);
+  for (; i < n; ++i) x[i] = x[i] + y[i] * scale;
+}
+
+KVLM_TARGET void rope_rotate_simd(float* v, const float* cs, int64_t half) {
+  int64_t i = 0;
+  for (; i + kDotLanes <= half; i += kDotLanes) {
+    const Vec a = Vec::load(v + i), b = Vec::load(v + half + i);
+    const Vec c = Vec::load(cs + i), s = Vec::load(cs + half + i);
+    Vec::add(Vec::mul(a, c), Vec::mul(Vec::neg(b), s)).store(v + i);
+    Vec::add(Vec::mul(b, c), Vec::mul(a, s)).store(v + half + i);
+  }
+  for (; i < half; ++i) rope_pair(v[i], v[half + i], cs[i], cs[half + i]);
+}
+
 }  // namespace
 }  // namespace kvlm::cpu

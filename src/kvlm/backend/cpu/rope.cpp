@@ -3,6 +3,7 @@
 
 #include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/cpu/vector_math.h"
 
 namespace kvlm::ops {
 
@@ -15,17 +16,6 @@ void fill_rotations(const RopeFrequencies& f, int32_t pos, float* cs) {
     const float angle = f.inv_freq[i] * float(pos);
     cs[i] = std::cos(angle) * f.attention_scaling;
     cs[half + i] = std::sin(angle) * f.attention_scaling;
-  }
-}
-
-void rotate_token(float* x, int64_t heads, int64_t head_dim, const float* cs, int64_t half) {
-  for (int64_t h = 0; h < heads; ++h) {
-    float* v = x + h * head_dim;
-    for (int64_t i = 0; i < half; ++i) {
-      const float a = v[i], b = v[i + half];
-      v[i] = a * cs[i] + -b * cs[half + i];
-      v[i + half] = b * cs[i] + a * cs[half + i];
-    }
   }
 }
 
@@ -62,8 +52,10 @@ void rope_inplace(Tensor& x, const Tensor& table) {
   cpu::check_f32(table, 2, "rope", "table");
   check_input(x, table.dim(0), table.dim(1), "rows in the rope table");
   const int64_t T = x.dim(0), heads = x.dim(1), head_dim = x.dim(2), dim = table.dim(1);
+  const auto rotate = cpu::vector_math().rope_rotate;
   for (int64_t t = 0; t < T; ++t)
-    rotate_token(x.data<float>() + t * heads * head_dim, heads, head_dim, table.data<float>() + t * dim, dim / 2);
+    for (int64_t h = 0; h < heads; ++h)
+      rotate(x.data<float>() + (t * heads + h) * head_dim, table.data<float>() + t * dim, dim / 2);
 }
 
 void rope_inplace(Tensor& x, std::span<const int32_t> positions, const RopeParams& p) {

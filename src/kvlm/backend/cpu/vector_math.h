@@ -1,6 +1,6 @@
 #pragma once
 // Row kernels of the elementwise ops: exp and the functions built on it (softmax, SiLU), the
-// RMSNorm of one row, and division by a scalar. std::exp has no vector form, so kvlm defines exp
+// RMSNorm of one row, division by a scalar, the residual add and the rotation of RoPE. std::exp has no vector form, so kvlm defines exp
 // by one fixed sequence of operations (Cody-Waite reduction by ln 2, a degree-6
 // polynomial evaluated with fma, scaling by 2^n through the exponent bits) that the portable
 // scalar code and the AVX2 / AVX-512 code all perform identically: every path gives the same bits.
@@ -56,12 +56,30 @@ void rms_norm_row_avx512(const float* x, const float* w, int64_t n, float eps, f
 void divide_portable(float* x, int64_t n, float d);
 void divide_avx2(float* x, int64_t n, float d);
 void divide_avx512(float* x, int64_t n, float d);
+// x[i] = x[i] + y[i] * scale, the product rounded first (exact for scale 1).
+void add_scaled_portable(float* x, const float* y, int64_t n, float scale);
+void add_scaled_avx2(float* x, const float* y, int64_t n, float scale);
+void add_scaled_avx512(float* x, const float* y, int64_t n, float scale);
+
+// Rotates the pair (a, b) = (v[i], v[half + i]) of rotate-half RoPE by the angle whose cosine and
+// sine are c and s: each product rounded, then the sum.
+inline void rope_pair(float& a, float& b, float c, float s) {
+  const float a0 = a;
+  a = a0 * c + -b * s;
+  b = b * c + a0 * s;
+}
+// rope_pair on the half pairs of one head v, cosines at cs[0 .. half) and sines at cs[half ..).
+void rope_rotate_portable(float* v, const float* cs, int64_t half);
+void rope_rotate_avx2(float* v, const float* cs, int64_t half);
+void rope_rotate_avx512(float* v, const float* cs, int64_t half);
 
 struct VectorMathKernels {
   void (*exp_shifted)(float* x, int64_t n, float shift);
   void (*silu_mul)(const float* g, const float* u, float* o, int64_t n);
   void (*rms_norm_row)(const float* x, const float* w, int64_t n, float eps, float* y);
   void (*divide)(float* x, int64_t n, float d);
+  void (*add_scaled)(float* x, const float* y, int64_t n, float scale);
+  void (*rope_rotate)(float* v, const float* cs, int64_t half);
 };
 const VectorMathKernels& vector_math(Isa isa);
 // The kernels of cpu_isa().
