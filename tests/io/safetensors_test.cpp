@@ -203,6 +203,8 @@ TEST(SafetensorsBadInput, MalformedFields) {
   EXPECT_EQ(err(R"({"dtype":"F32","shape":"4","data_offsets":[0,4]})"),
             "f.safetensors: tensor 'x' has an invalid shape \"4\" (need a list of non-negative "
             "integers)");
+  EXPECT_EQ(err(R"({"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]})"),
+            "f.safetensors: tensor 'x' has 9 dimensions (at most 8 are supported)");
   EXPECT_EQ(err(R"({"dtype":"F32","shape":[1],"data_offsets":[8,4]})"),
             "f.safetensors: tensor 'x' has invalid data_offsets [8,4] (need [begin, end], begin "
             "<= end)");

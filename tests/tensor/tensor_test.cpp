@@ -73,5 +73,26 @@ TEST(TensorStorage, NegativeDimensionIsRefused) {
   }
 }
 
+// Shapes hold their dimensions inline: a shape past kMaxDims is refused by name, and slicing a
+// leading dimension away (Tensor::select) keeps the others in order.
+TEST(Shape, HoldsUpToEightDimensionsInline) {
+  Shape s{1, 2, 3, 4, 5, 6, 7};
+  s.push_back(8);
+  EXPECT_EQ(s.size(), Shape::kMaxDims);
+  EXPECT_EQ(shape_string(s), "[1, 2, 3, 4, 5, 6, 7, 8]");
+  try {
+    s.push_back(9);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "a shape of more than 8 dimensions");
+  }
+  s.erase(s.begin());
+  EXPECT_EQ(s, (Shape{2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_FALSE(s == (Shape{2, 3, 4, 5, 6, 7}));
+  const Tensor t = Tensor::zeros({3, 4, 5}, DType::kF32);
+  EXPECT_EQ(t.select(1).shape(), (Shape{4, 5}));
+  EXPECT_EQ(t.select(1).strides(), (Shape{5, 1}));
+}
+
 }  // namespace
 }  // namespace kvlm

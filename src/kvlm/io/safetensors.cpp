@@ -33,6 +33,10 @@ Shape parse_shape(const Json& j, const std::string& where) {
   const std::string bad = where + " has an invalid shape " + j.dump() +
                           " (need a list of non-negative integers)";
   check(j.is_array(), bad);
+  check(j.size() <= Shape::kMaxDims, [&] {
+    return where + " has " + std::to_string(j.size()) + " dimensions (at most " +
+           std::to_string(Shape::kMaxDims) + " are supported)";
+  });
   Shape shape;
   for (const Json& d : j) {
     uint64_t v = 0;

@@ -16,6 +16,24 @@ namespace kvlm {
 
 const char* device_name(Device d) { return d == Device::kCPU ? "cpu" : "cuda"; }
 
+Shape::Shape(size_t n) {
+  check(n <= kMaxDims, [&] { return "a shape of " + std::to_string(n) + " dimensions (at most " +
+                                    std::to_string(kMaxDims) + " are supported)"; });
+  n_ = n;
+}
+
+void Shape::push_back(int64_t d) {
+  check(n_ < kMaxDims, [&] { return "a shape of more than " + std::to_string(kMaxDims) + " dimensions"; });
+  dims_[n_++] = d;
+}
+
+Shape::iterator Shape::erase(const_iterator at) {
+  const auto i = size_t(at - begin());
+  std::copy(begin() + i + 1, end(), begin() + i);
+  --n_;
+  return begin() + i;
+}
+
 std::string shape_string(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);

@@ -3,6 +3,8 @@
 // aligned allocation) or borrowed (for instance a slice of an mmapped checkpoint kept alive by a
 // shared owner). Model code passes Tensors to backend ops and never dereferences their memory
 // directly, so the same model code can run on a device whose memory the host cannot read.
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -16,7 +18,49 @@ namespace kvlm {
 enum class Device : uint8_t { kCPU, kCUDA };
 const char* device_name(Device d);
 
-using Shape = std::vector<int64_t>;
+// A tensor's dimensions, or its strides: up to kMaxDims values held inline, so that making,
+// copying and slicing a tensor allocates nothing for them (a decode step of the 0.5B shape makes
+// and copies tensors about a thousand times). The interface is std::vector's, as far as used.
+class Shape {
+ public:
+  static constexpr size_t kMaxDims = 8;
+  using value_type = int64_t;
+  using iterator = int64_t*;
+  using const_iterator = const int64_t*;
+
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : Shape(dims.begin(), dims.end()) {}
+  explicit Shape(size_t n);  // n zeros
+  template <class It>
+  Shape(It first, It last) {
+    for (; first != last; ++first) push_back(*first);
+  }
+
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int64_t& operator[](size_t i) { return dims_[i]; }
+  int64_t operator[](size_t i) const { return dims_[i]; }
+  int64_t& back() { return dims_[n_ - 1]; }
+  int64_t back() const { return dims_[n_ - 1]; }
+  iterator begin() { return dims_.data(); }
+  iterator end() { return dims_.data() + n_; }
+  const_iterator begin() const { return dims_.data(); }
+  const_iterator end() const { return dims_.data() + n_; }
+
+  // Error past kMaxDims.
+  void push_back(int64_t d);
+  // Removes the value at `at`; returns the position after it.
+  iterator erase(const_iterator at);
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  std::array<int64_t, kMaxDims> dims_{};
+  size_t n_ = 0;
+};
+
 std::string shape_string(const Shape& s);  // "[2, 3]"
 int64_t shape_numel(const Shape& s);
 
