@@ -68,12 +68,14 @@ void rope_rotate_portable(float* v, const float* cs, int64_t half) {
 }
 
 const VectorMathKernels& vector_math(Isa isa) {
-  static constexpr VectorMathKernels kPortable = {exp_shifted_portable, silu_mul_portable, rms_norm_row_portable,
-                                                  divide_portable,      add_scaled_portable, rope_rotate_portable};
-  static constexpr VectorMathKernels kAvx2 = {exp_shifted_avx2, silu_mul_avx2,   rms_norm_row_avx2,
-                                              divide_avx2,      add_scaled_avx2, rope_rotate_avx2};
-  static constexpr VectorMathKernels kAvx512 = {exp_shifted_avx512, silu_mul_avx512,   rms_norm_row_avx512,
-                                                divide_avx512,      add_scaled_avx512, rope_rotate_avx512};
+  static constexpr VectorMathKernels kPortable = {exp_shifted_portable, silu_mul_portable,
+                                                  rms_norm_row_portable, divide_portable,
+                                                  add_scaled_portable, rope_rotate_portable};
+  static constexpr VectorMathKernels kAvx2 = {exp_shifted_avx2, silu_mul_avx2, rms_norm_row_avx2,
+                                              divide_avx2, add_scaled_avx2, rope_rotate_avx2};
+  static constexpr VectorMathKernels kAvx512 = {exp_shifted_avx512, silu_mul_avx512,
+                                                rms_norm_row_avx512, divide_avx512,
+                                                add_scaled_avx512, rope_rotate_avx512};
   switch (isa) {
     case Isa::kAvx512: return kAvx512;
     case Isa::kAvx2: return kAvx2;
