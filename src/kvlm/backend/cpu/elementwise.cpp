@@ -92,8 +92,7 @@ void divide_inplace(Tensor& x, float divisor) {
   const ProfileScope profile(OpKind::kElementwise);
   cpu::check_cpu_contiguous(x, "divide", "x");
   check(x.dtype() == DType::kF32, "divide: f32 tensor expected");
-  float* xp = x.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) xp[i] /= divisor;
+  cpu::vector_math().divide(x.data<float>(), x.numel(), divisor);
 }
 
 Tensor softmax(const Tensor& x) {
