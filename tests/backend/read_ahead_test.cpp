@@ -1,5 +1,5 @@
-// ops::read_ahead_ranges: each pool worker is pointed at the first bytes of the rows that
-// parallel_for gives it first, in the layout the kernels stream (rows, panels, the int8 path's
+// ops::read_ahead_ranges: each pool thread (the caller at index 0) is pointed at the first bytes
+// of the rows that parallel_for gives it first, in the layout the kernels stream (rows, panels, the int8 path's
 // tiles), across the weights of one linear_many call, at most kReadAheadBytes of them.
 #include <gtest/gtest.h>
 
@@ -21,17 +21,19 @@ std::vector<ReadAheadRange> ranges(std::span<const Weight* const> ws, int thread
 
 Weight bf16_weight(int64_t rows, int64_t in) { return dense_weight(Tensor::zeros({rows, in}, DType::kBF16)); }
 
-TEST(ReadAhead, PointsAWorkerAtItsFirstRowInRowsAndPanels) {
+TEST(ReadAhead, PointsAThreadAtItsFirstRowInRowsAndPanels) {
   const Weight rows = bf16_weight(100, 64);
   const Weight panels = panel_weight(rows);
   ASSERT_TRUE(panels.panels);
   for (const Weight* w : {&rows, &panels}) {
     const Weight* one[] = {w};
-    const std::vector<ReadAheadRange> r = ranges(one, 2);  // worker 1: rows 64..99
-    ASSERT_EQ(r.size(), 1u);
+    const std::vector<ReadAheadRange> r = ranges(one, 2);  // the caller: rows 0..63, worker 1: 64..99
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0].p, base(w->weight)) << (w->panels ? "panels" : "rows");
+    EXPECT_EQ(r[0].bytes, size_t(64 * 64 * 2));
     // Row 64 starts panel 2 (panels of 32 rows): in both layouts 64 rows of 64 inputs come first.
-    EXPECT_EQ(r[0].p, base(w->weight) + 64 * 64 * 2) << (w->panels ? "panels" : "rows");
-    EXPECT_EQ(r[0].bytes, size_t(36 * 64 * 2));
+    EXPECT_EQ(r[1].p, base(w->weight) + 64 * 64 * 2) << (w->panels ? "panels" : "rows");
+    EXPECT_EQ(r[1].bytes, size_t(36 * 64 * 2));
   }
 }
 
@@ -44,30 +46,35 @@ TEST(ReadAhead, PointsAWorkerAtItsFirstTileOnTheInt8Path) {
   ASSERT_EQ(w.int8_tiles.nbytes(), size_t(7 * tile_bytes));                 // 100 rows in 7 tiles
   const Weight* one[] = {&w};
   const std::vector<ReadAheadRange> r = ranges(one, 2);
-  EXPECT_EQ(r[0].p, base(w.int8_tiles) + 4 * tile_bytes);
-  EXPECT_EQ(r[0].bytes, size_t(36 * tile_bytes / 16));
+  EXPECT_EQ(r[0].p, base(w.int8_tiles));
+  EXPECT_EQ(r[0].bytes, size_t(4 * tile_bytes));
+  EXPECT_EQ(r[1].p, base(w.int8_tiles) + 4 * tile_bytes);
+  EXPECT_EQ(r[1].bytes, size_t(36 * tile_bytes / 16));
 }
 
 TEST(ReadAhead, FollowsTheRowsOfSeveralWeightsAndStopsAtTheirEnd) {
   const Weight q = bf16_weight(64, 32), k = bf16_weight(16, 32), v = bf16_weight(16, 32);
   const Weight* qkv[] = {&q, &k, &v};
   const std::vector<ReadAheadRange> r = ranges(qkv, 3);  // shares of 32 of 96 rows
-  ASSERT_EQ(r.size(), 2u);
-  EXPECT_EQ(r[0].p, base(q.weight) + 32 * 32 * 2);
-  EXPECT_EQ(r[0].bytes, size_t(32 * 32 * 2));
-  EXPECT_EQ(r[1].p, base(k.weight));  // worker 2 starts at row 64: k's first
-  EXPECT_EQ(r[1].bytes, size_t(16 * 32 * 2));
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].p, base(q.weight));
+  EXPECT_EQ(r[1].p, base(q.weight) + 32 * 32 * 2);
+  EXPECT_EQ(r[1].bytes, size_t(32 * 32 * 2));
+  EXPECT_EQ(r[2].p, base(k.weight));  // worker 2 starts at row 64: k's first
+  EXPECT_EQ(r[2].bytes, size_t(16 * 32 * 2));
   const Weight* small[] = {&k};
-  for (const ReadAheadRange& past : ranges(small, 4)) {  // one share of 16 holds all
-    EXPECT_EQ(past.p, nullptr);
-    EXPECT_EQ(past.bytes, 0u);
+  const std::vector<ReadAheadRange> one_share = ranges(small, 4);  // one share of 16 holds all
+  EXPECT_EQ(one_share[0].p, base(k.weight));
+  for (size_t i = 1; i < one_share.size(); ++i) {
+    EXPECT_EQ(one_share[i].p, nullptr);
+    EXPECT_EQ(one_share[i].bytes, 0u);
   }
 }
 
 TEST(ReadAhead, ReadsAtMostItsBudget) {
-  const Weight w = bf16_weight(2048, 256);  // worker 1's share: 1024 rows, 512 KB
+  const Weight w = bf16_weight(2048, 256);  // each share: 1024 rows, 512 KB
   const Weight* one[] = {&w};
-  EXPECT_EQ(ranges(one, 2)[0].bytes, kReadAheadBytes);
+  for (const ReadAheadRange& r : ranges(one, 2)) EXPECT_EQ(r.bytes, kReadAheadBytes);
 }
 
 }  // namespace

@@ -119,13 +119,13 @@ TEST(ThreadPool, PinnedWorkersEachRunOnTheirOwnPhysicalCore) {
     EXPECT_EQ(seen[size_t(i)], std::vector<int>{cpus[size_t(i) % cpus.size()]}) << "worker " << i;
 }
 
-TEST(ThreadPool, JobsRunWhileWorkersReadAhead) {
+TEST(ThreadPool, JobsRunWhileThreadsReadAhead) {
   ThreadPool pool(3);
   std::vector<char> buffer(size_t(4) << 20, 1);
-  pool.read_ahead(0, buffer.data(), buffer.size());  // the caller's index: ignored
-  pool.read_ahead(3, buffer.data(), buffer.size());  // past the last worker: ignored
+  pool.read_ahead(-1, buffer.data(), buffer.size());  // no such thread: ignored
+  pool.read_ahead(3, buffer.data(), buffer.size());   // past the last worker: ignored
   for (int round = 0; round < 50; ++round) {
-    pool.read_ahead(1 + round % 2, buffer.data(), buffer.size());
+    pool.read_ahead(round % 3, buffer.data(), buffer.size());  // the caller too, at index 0
     std::vector<std::atomic<int>> hits(1000);
     pool.parallel_for(hits.size(), 8, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) ++hits[i];

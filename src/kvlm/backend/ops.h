@@ -84,14 +84,16 @@ Tensor linear(const Tensor& x, const Weight& w);
 // same input; in decode a round per projection would wait for the slowest thread each time).
 std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws);
 
-// Has every pool worker fetch, while it waits between jobs, the start of the rows it will own when
-// `ws` (rows concatenated, as linear_many splits them) is computed next: decode calls this with
-// the next weight before the current op, so the memory keeps streaming while the caller works
-// alone (norms, RoPE, KV writes, quantizing activations). Only a hint: results never change.
+// Has every pool thread fetch, while it waits, the start of the rows it will own when `ws` (rows
+// concatenated, as linear_many splits them) is computed next: decode calls this with the next
+// weight before the current op, so the memory keeps streaming while the caller works alone
+// (norms, RoPE, KV writes, quantizing activations) and while the caller waits at the end of a
+// round for the workers. Only a hint: results never change.
 void read_ahead(std::span<const Weight* const> ws);
-// The ranges read_ahead gives the workers 1 .. size()-1 of `pool` (index i-1 for worker i): where
-// the rows parallel_for assigns worker i first lie in the bytes the kernels stream (the int8
-// path's tiles, else the weight), at most kReadAheadBytes of them; empty past the rows.
+// The ranges read_ahead gives the threads 0 .. size()-1 of `pool` (index i for thread i, the
+// caller at 0): where the rows parallel_for assigns thread i first lie in the bytes the kernels
+// stream (the int8 path's tiles, else the weight), at most kReadAheadBytes of them; empty past
+// the rows.
 struct ReadAheadRange {
   const void* p = nullptr;
   size_t bytes = 0;

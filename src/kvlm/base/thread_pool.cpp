@@ -198,7 +198,7 @@ void ThreadPool::wake(std::condition_variable& cv) {
 void ThreadPool::wait_until_done() {
   for (int i = 0; i < kSpinIterations; ++i) {
     if (pending_.load(std::memory_order_acquire) == 0) return;
-    cpu_relax(i);
+    if (!read_ahead_step(0)) cpu_relax(i);
   }
   std::unique_lock<std::mutex> lock(mu_);
   caller_sleeping_.store(true, std::memory_order_seq_cst);
@@ -207,29 +207,32 @@ void ThreadPool::wait_until_done() {
 }
 
 void ThreadPool::read_ahead(int index, const void* p, size_t bytes) {
-  if (index <= 0 || index >= size()) return;
+  if (index < 0 || index >= size()) return;
   Share& s = shares_[size_t(index)];
   s.ahead_bytes.store(bytes, std::memory_order_relaxed);
   s.ahead.store(static_cast<const char*>(p), std::memory_order_release);
 }
 
-unsigned ThreadPool::wait_for_job(unsigned seen, int index) {
+bool ThreadPool::read_ahead_step(int index) {
   Share& share = shares_[size_t(index)];
+  if (const char* p = share.ahead.exchange(nullptr, std::memory_order_acquire)) {
+    share.ahead_at = p;
+    share.ahead_left = share.ahead_bytes.load(std::memory_order_relaxed);
+  }
+  if (share.ahead_left == 0) return false;
+  // A prefetch never faults: a stale range costs bandwidth only.
+  const size_t n = std::min(share.ahead_left, kAheadStep);
+  for (size_t b = 0; b < n; b += kLine) __builtin_prefetch(share.ahead_at + b);
+  share.ahead_at += n;
+  share.ahead_left -= n;
+  return true;
+}
+
+unsigned ThreadPool::wait_for_job(unsigned seen, int index) {
   for (int i = 0; i < kSpinIterations; ++i) {
     const unsigned g = generation_.load(std::memory_order_acquire);
     if (g != seen || stop_.load(std::memory_order_relaxed)) return g;
-    if (const char* p = share.ahead.exchange(nullptr, std::memory_order_acquire)) {
-      share.ahead_at = p;
-      share.ahead_left = share.ahead_bytes.load(std::memory_order_relaxed);
-    }
-    if (share.ahead_left > 0) {  // a prefetch never faults: a stale range costs bandwidth only
-      const size_t n = std::min(share.ahead_left, kAheadStep);
-      for (size_t b = 0; b < n; b += kLine) __builtin_prefetch(share.ahead_at + b);
-      share.ahead_at += n;
-      share.ahead_left -= n;
-      continue;
-    }
-    cpu_relax(i);
+    if (!read_ahead_step(index)) cpu_relax(i);
   }
   std::unique_lock<std::mutex> lock(mu_);
   sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);

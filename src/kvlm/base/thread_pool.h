@@ -55,9 +55,10 @@ class ThreadPool {
   // of [0, n) before any piece is taken by another thread.
   size_t share(size_t n, size_t grain) const;
 
-  // Bytes that thread `index` (1 .. size()-1) fetches into its caches while it waits for jobs, a
-  // few cache lines per wait: decode gives each worker the start of its share of the next weight,
-  // so memory keeps streaming while the caller works alone. A later call replaces the range.
+  // Bytes that thread `index` (0 .. size()-1) fetches into its caches while it waits, a few cache
+  // lines per spin: a worker for its next job, the caller (index 0) for the workers to finish a
+  // job. Decode gives each thread the start of its share of the next weight, so memory keeps
+  // streaming while the caller works alone or waits. A later call replaces the range.
   void read_ahead(int index, const void* p, size_t bytes);
 
   // The process-wide pool used by the CPU backend; created on first use.
@@ -79,6 +80,8 @@ class ThreadPool {
   // Waits until generation_ differs from `seen` or the pool stops, reading ahead for thread
   // `index` meanwhile; returns the new generation.
   unsigned wait_for_job(unsigned seen, int index);
+  // Fetches the next step of thread `index`'s read-ahead range; false when none is left.
+  bool read_ahead_step(int index);
   void wait_until_done();
   // Wakes the threads sleeping on cv (under mu_), which announced themselves before they slept.
   void wake(std::condition_variable& cv);

@@ -183,11 +183,11 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
 
 std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws, const ThreadPool& pool) {
   const int threads = pool.size();
-  std::vector<ReadAheadRange> out(size_t(threads - 1));
+  std::vector<ReadAheadRange> out(static_cast<size_t>(threads));
   int64_t rows = 0;
   for (const Weight* w : ws) rows += w->out_features;
   const int64_t share = int64_t(pool.share(size_t(rows), size_t(kRowBlock)));  // as linear_many splits
-  for (int i = 1; i < threads; ++i) {
+  for (int i = 0; i < threads; ++i) {
     int64_t r = i * share;
     for (const Weight* w : ws) {
       if (r >= w->out_features) {
@@ -202,7 +202,7 @@ std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws,
           tiles ? (w->out_features + cpu::kInt8TileRows - 1) / cpu::kInt8TileRows * cpu::kInt8TileRows : t.dim(0);
       const size_t row_bytes = t.nbytes() / size_t(stored);
       const size_t bytes = size_t(std::min(share, w->out_features - r)) * row_bytes;
-      out[size_t(i - 1)] = {static_cast<const char*>(t.raw()) + size_t(r) * row_bytes, std::min(bytes, kReadAheadBytes)};
+      out[size_t(i)] = {static_cast<const char*>(t.raw()) + size_t(r) * row_bytes, std::min(bytes, kReadAheadBytes)};
       break;
     }
   }
@@ -212,7 +212,7 @@ std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws,
 void read_ahead(std::span<const Weight* const> ws) {
   ThreadPool& pool = thread_pool();
   const std::vector<ReadAheadRange> ranges = read_ahead_ranges(ws, pool);
-  for (size_t i = 0; i < ranges.size(); ++i) pool.read_ahead(int(i + 1), ranges[i].p, ranges[i].bytes);
+  for (size_t i = 0; i < ranges.size(); ++i) pool.read_ahead(int(i), ranges[i].p, ranges[i].bytes);
 }
 
 Tensor linear(const Tensor& x, const Weight& w) {
