@@ -1,5 +1,6 @@
 // kvlm's exp: close to std::exp, defined at the edges, and bit-identical on every ISA path, as are
-// the softmax numerators and SiLU built on it, the RMSNorm row and the division.
+// the softmax numerators and SiLU built on it, the RMSNorm row, the division and the sampler's
+// passes over a vocabulary.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,7 +58,7 @@ TEST(VectorMath, EveryIsaEqualsPortable) {
   const int64_t n = 1001;
   std::vector<float> want_exp = x, want_silu(x.size()), want_norm(static_cast<size_t>(n));
   std::vector<float> want_div(u.begin(), u.begin() + n);
-  vector_math(Isa::kPortable).exp_shifted(want_exp.data(), int64_t(x.size()), 1.5f);
+  vector_math(Isa::kPortable).exp_scaled(x.data(), want_exp.data(), int64_t(x.size()), 1.0f, 1.5f);
   vector_math(Isa::kPortable).silu_mul(x.data(), u.data(), want_silu.data(), int64_t(x.size()));
   vector_math(Isa::kPortable).rms_norm_row(x.data(), u.data(), n, 1e-6f, want_norm.data());
   vector_math(Isa::kPortable).divide(want_div.data(), n, 3.7f);
@@ -65,7 +66,7 @@ TEST(VectorMath, EveryIsaEqualsPortable) {
     if (!isa_supported(isa)) continue;
     std::vector<float> got_exp = x, got_silu(x.size()), got_norm(static_cast<size_t>(n));
     std::vector<float> got_div(u.begin(), u.begin() + n);
-    vector_math(isa).exp_shifted(got_exp.data(), int64_t(x.size()), 1.5f);
+    vector_math(isa).exp_scaled(x.data(), got_exp.data(), int64_t(x.size()), 1.0f, 1.5f);
     vector_math(isa).silu_mul(x.data(), u.data(), got_silu.data(), int64_t(x.size()));
     vector_math(isa).rms_norm_row(x.data(), u.data(), n, 1e-6f, got_norm.data());
     vector_math(isa).divide(got_div.data(), n, 3.7f);
@@ -101,6 +102,61 @@ TEST(VectorMath, AddScaledAndRopeRotateOfEveryIsaEqualPortable) {
       EXPECT_EQ(std::memcmp(got_add.data(), want_add.data(), x.size() * 4), 0) << isa_name(isa) << " " << scale;
       EXPECT_EQ(std::memcmp(got_rope.data(), want_rope.data(), 74 * 4), 0) << isa_name(isa);
     }
+  }
+}
+
+// The sampler's passes: argmax (ties to the first, a NaN wins wherever it is), the sum in double,
+// log-softmax and the temperature-scaled exponentials, at every length up to 40 (tails of every
+// size after whole vectors) and at a vocabulary-like 32003.
+TEST(VectorMath, SamplerPassesOfEveryIsaEqualPortable) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<int64_t> lengths(41);
+  for (int64_t n = 0; n <= 40; ++n) lengths[size_t(n)] = n;
+  lengths.push_back(32003);
+  for (int64_t n : lengths) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = d(rng);
+    std::vector<std::vector<float>> cases = {x};
+    if (n > 0) {
+      std::vector<float> tie = x, with_nan = x, low = x;
+      tie[size_t(n) / 2] = tie[size_t(n) - 1] = 100.0f;  // equal maxima: the first wins
+      with_nan[size_t(n) * 2 / 3] = nan;
+      for (float& v : low) v = -inf;
+      cases.insert(cases.end(), {tie, with_nan, low});
+    }
+    for (const std::vector<float>& c : cases) {
+      const VectorMathKernels& ref = vector_math(Isa::kPortable);
+      const int64_t want_arg = ref.argmax(c.data(), n);
+      const double want_sum = ref.sum_f64(c.data(), n);
+      std::vector<float> want_exp(c.size()), want_log = c;
+      ref.exp_scaled(c.data(), want_exp.data(), n, 1.25f, 2.0f);
+      ref.subtract_log_sum(want_log.data(), n, 3.0f, 1.7);
+      for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+        if (!isa_supported(isa)) continue;
+        const VectorMathKernels& k = vector_math(isa);
+        std::vector<float> got_exp(c.size()), got_log = c;
+        k.exp_scaled(c.data(), got_exp.data(), n, 1.25f, 2.0f);
+        k.subtract_log_sum(got_log.data(), n, 3.0f, 1.7);
+        EXPECT_EQ(k.argmax(c.data(), n), want_arg) << isa_name(isa) << " n " << n;
+        const double got_sum = k.sum_f64(c.data(), n);
+        EXPECT_EQ(std::memcmp(&got_sum, &want_sum, sizeof(double)), 0) << isa_name(isa) << " n " << n;
+        EXPECT_EQ(std::memcmp(got_exp.data(), want_exp.data(), c.size() * 4), 0) << isa_name(isa) << " n " << n;
+        EXPECT_EQ(std::memcmp(got_log.data(), want_log.data(), c.size() * 4), 0) << isa_name(isa) << " n " << n;
+      }
+    }
+  }
+}
+
+TEST(VectorMath, ArgmaxPicksTheFirstNanOrTheFirstLargest) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {1.0f, 5.0f, -inf, 5.0f, nan, 7.0f, nan};
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    EXPECT_EQ(vector_math(isa).argmax(x.data(), 4), 1) << isa_name(isa);
+    EXPECT_EQ(vector_math(isa).argmax(x.data(), 7), 4) << isa_name(isa);
+    EXPECT_EQ(vector_math(isa).argmax(x.data(), 0), -1) << isa_name(isa);
   }
 }
 

@@ -80,44 +80,23 @@ void keep_top(std::vector<float>& values, const std::vector<Ranked>& r, size_t n
       if (v < floor) v = kNegInf;
 }
 
-// The largest value (the logits hold no NaN): eight running maxima, so that the compares do not
-// wait on each other (std::max_element kept its maximum in memory and took 6 cycles a logit).
-float max_value(const std::vector<float>& values) {
-  float lane[8];
-  std::fill(lane, lane + 8, kNegInf);
-  size_t i = 0;
-  for (; i + 8 <= values.size(); i += 8)
-#pragma GCC unroll 8
-    for (size_t k = 0; k < 8; ++k) lane[k] = std::max(lane[k], values[i + k]);
-  for (; i < values.size(); ++i) lane[0] = std::max(lane[0], values[i]);
-  return *std::max_element(lane, lane + 8);
-}
+// The sampler's passes over the vocabulary run on the CPU's vector kernels (vector_math.h: the
+// same bits on every instruction set); the logits live in host memory.
+const cpu::VectorMathKernels& vm() { return cpu::vector_math(); }
 
-// weights[i] = exp(scale * values[i] - shift) in scratch().weights; returns their sum,
-// accumulated in double in id order.
-// Sum of w in double, in a fixed order: eight running sums (element i goes to sum i % 8), added in
-// order at the end. Independent sums keep the adds from waiting on each other.
-double sum_in_double(const std::vector<float>& w) {
-  double lane[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= w.size(); i += 8)
-#pragma GCC unroll 8
-    for (size_t k = 0; k < 8; ++k) lane[k] += double(w[i + k]);
-  for (size_t k = 0; i < w.size(); ++i, ++k) lane[k] += double(w[i]);
-  double sum = 0.0;
-  for (double l : lane) sum += l;
-  return sum;
-}
+// The index of the first of the largest values, or of the first NaN.
+int64_t argmax_index(std::span<const float> values) { return vm().argmax(values.data(), int64_t(values.size())); }
 
-// w[i] = exp(values[i] * scale - shift) with the CPU's vectorised exp (vector_math.h: the same
-// bits on every instruction set, within 2 ulp of std::exp); `sum` receives sum_in_double(w). The
-// logits live in host memory, so the sampler calls the CPU vector math directly.
+// The largest value (the logits hold no NaN).
+float max_value(const std::vector<float>& values) { return values[size_t(argmax_index(values))]; }
+
+// w[i] = exp(values[i] * scale - shift) in scratch().weights; `sum` receives their sum in double,
+// element i in lane i % 8, the lanes added in order (vector_math's sum_f64).
 const std::vector<float>& exp_weights(const std::vector<float>& values, float scale, float shift, double& sum) {
   std::vector<float>& w = scratch().weights;
   w.resize(values.size());
-  for (size_t i = 0; i < values.size(); ++i) w[i] = values[i] * scale;
-  cpu::vector_math().exp_shifted(w.data(), int64_t(w.size()), shift);
-  sum = sum_in_double(w);
+  vm().exp_scaled(values.data(), w.data(), int64_t(w.size()), scale, shift);
+  sum = vm().sum_f64(w.data(), int64_t(w.size()));
   return w;
 }
 
@@ -173,8 +152,7 @@ void log_softmax(std::vector<float>& logits) {
   exp_weights(logits, 1.0f, max, sum);
   // Subtracting the max first keeps precision for large logits: lse itself would round to the
   // float grid near max.
-  const double log_sum = std::log(sum);
-  for (float& l : logits) l = float(double(l - max) - log_sum);
+  vm().subtract_log_sum(logits.data(), int64_t(logits.size()), max, std::log(sum));
 }
 
 void apply_top_p(std::vector<float>& logprobs, float top_p) {
@@ -272,11 +250,7 @@ int32_t categorical_sample(const std::vector<float>& logprobs, float temperature
   return last_possible;  // rounding left target at the very top of the CDF
 }
 
-int32_t argmax(const std::vector<float>& values) {
-  // The first of equal maxima: the lowest id.
-  const float m = max_value(values);
-  return int32_t(std::find(values.begin(), values.end(), m) - values.begin());
-}
+int32_t argmax(const std::vector<float>& values) { return int32_t(argmax_index(values)); }  // ties: lowest id
 
 std::vector<TokenLogprob> top_n(const std::vector<float>& logprobs, int n) {
   const size_t count = std::min(logprobs.size(), size_t(n));
@@ -341,8 +315,7 @@ SampleResult Sampler::sample(std::span<const float> logits, std::span<const int3
   check(logits.size() == size_t(vocab_size_), [&] {
     return "sampler: got " + std::to_string(logits.size()) + " logits for a vocabulary of " + std::to_string(vocab_size_);
   });
-  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); }))
-    throw Error("sampler: the model produced NaN logits");
+  if (std::isnan(logits[size_t(argmax_index(logits))])) throw Error("sampler: the model produced NaN logits");
   std::vector<float>& lp = scratch().logprobs;
   lp.assign(logits.begin(), logits.end());
   apply_processors(lp, history);

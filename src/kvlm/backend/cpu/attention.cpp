@@ -202,7 +202,10 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     float* s = scores(t);
     // Softmax per head: maximum, numerators, their sum in position order.
     reduce_heads(s, ns, n, group, -INFINITY, [](float m, float x) { return std::max(m, x); }, out.m);
-    for (int g = 0; g < group; ++g) vector_math().exp_shifted(s + size_t(g) * ns, n, out.m[g]);
+    for (int g = 0; g < group; ++g) {
+      float* sg = s + size_t(g) * ns;
+      vector_math().exp_scaled(sg, sg, n, 1.0f, out.m[g]);
+    }
     reduce_heads(s, ns, n, group, 0.0f, [](float l, float x) { return l + x; }, out.l);
     // The value weights w = p / l, once per (head, key).
     for (int g = 0; g < group; ++g) vector_math().divide(s + size_t(g) * ns, n, out.l[g]);

@@ -98,6 +98,36 @@ struct Vec {
     const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
     return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
   }
+  static KVLM_TARGET Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+  static KVLM_TARGET float fold_max(Vec a) {
+    const __m256 h = _mm256_max_ps(a.lo, a.hi);
+    const __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 d = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_max_ss(d, _mm_movehdup_ps(d)));
+  }
+  template <int kPredicate>
+  static KVLM_TARGET uint32_t mask(Vec a, Vec b) {
+    return uint32_t(_mm256_movemask_ps(_mm256_cmp_ps(a.lo, b.lo, kPredicate))) |
+           uint32_t(_mm256_movemask_ps(_mm256_cmp_ps(a.hi, b.hi, kPredicate))) << 8;
+  }
+  static KVLM_TARGET uint32_t nan_mask(Vec a) { return mask<_CMP_UNORD_Q>(a, a); }
+  static KVLM_TARGET uint32_t equal_mask(Vec a, Vec b) { return mask<_CMP_EQ_OQ>(a, b); }
+};
+
+struct F64x8 {
+  __m256d lo, hi;  // lanes 0-3 and 4-7
+  static KVLM_TARGET F64x8 zero() { return {_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+  static KVLM_TARGET F64x8 set1(double x) { return {_mm256_set1_pd(x), _mm256_set1_pd(x)}; }
+  static KVLM_TARGET F64x8 widen(const float* p) {
+    return {_mm256_cvtps_pd(_mm_loadu_ps(p)), _mm256_cvtps_pd(_mm_loadu_ps(p + 4))};
+  }
+  static KVLM_TARGET F64x8 add(F64x8 a, F64x8 b) { return {_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi)}; }
+  static KVLM_TARGET F64x8 sub(F64x8 a, F64x8 b) { return {_mm256_sub_pd(a.lo, b.lo), _mm256_sub_pd(a.hi, b.hi)}; }
+  KVLM_TARGET void store(double* p) const { _mm256_storeu_pd(p, lo), _mm256_storeu_pd(p + 4, hi); }
+  KVLM_TARGET void narrow(float* p) const {
+    _mm_storeu_ps(p, _mm256_cvtpd_ps(lo));
+    _mm_storeu_ps(p + 4, _mm256_cvtpd_ps(hi));
+  }
 };
 
 // Panels (panels.h) on 16 ymm registers: 2 tokens x 32 rows (8 accumulators), one token one panel.
@@ -204,7 +234,9 @@ void quantize_int8_row_avx2(const float* x, int group_size, int bits, Int8Acts& 
 void linear_rows_avx2(const LinearRows& job, const PackedX& x) { linear_rows_simd(job, x); }
 int linear_token_group_avx2(int64_t T) { return token_group(T); }
 float dot_avx2(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
-void exp_shifted_avx2(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
+void exp_scaled_avx2(const float* x, float* y, int64_t n, float scale, float shift) {
+  exp_scaled_simd(x, y, n, scale, shift);
+}
 void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }
 void rms_norm_row_avx2(const float* x, const float* w, int64_t n, float eps, float* y) {
   rms_norm_row_simd(x, w, n, eps, y);
@@ -212,5 +244,10 @@ void rms_norm_row_avx2(const float* x, const float* w, int64_t n, float eps, flo
 void divide_avx2(float* x, int64_t n, float d) { divide_simd(x, n, d); }
 void add_scaled_avx2(float* x, const float* y, int64_t n, float scale) { add_scaled_simd(x, y, n, scale); }
 void rope_rotate_avx2(float* v, const float* cs, int64_t half) { rope_rotate_simd(v, cs, half); }
+int64_t argmax_avx2(const float* x, int64_t n) { return argmax_simd(x, n); }
+double sum_f64_avx2(const float* x, int64_t n) { return sum_f64_simd(x, n); }
+void subtract_log_sum_avx2(float* x, int64_t n, float max, double log_sum) {
+  subtract_log_sum_simd(x, n, max, log_sum);
+}
 
 }  // namespace kvlm::cpu

@@ -84,6 +84,21 @@ struct Vec {
     const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
     return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
   }
+  static KVLM_TARGET Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
+  static KVLM_TARGET float fold_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
+  static KVLM_TARGET uint32_t nan_mask(Vec a) { return _mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q); }
+  static KVLM_TARGET uint32_t equal_mask(Vec a, Vec b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_EQ_OQ); }
+};
+
+struct F64x8 {
+  __m512d v;
+  static KVLM_TARGET F64x8 zero() { return {_mm512_setzero_pd()}; }
+  static KVLM_TARGET F64x8 set1(double x) { return {_mm512_set1_pd(x)}; }
+  static KVLM_TARGET F64x8 widen(const float* p) { return {_mm512_cvtps_pd(_mm256_loadu_ps(p))}; }
+  static KVLM_TARGET F64x8 add(F64x8 a, F64x8 b) { return {_mm512_add_pd(a.v, b.v)}; }
+  static KVLM_TARGET F64x8 sub(F64x8 a, F64x8 b) { return {_mm512_sub_pd(a.v, b.v)}; }
+  KVLM_TARGET void store(double* p) const { _mm512_storeu_pd(p, v); }
+  KVLM_TARGET void narrow(float* p) const { _mm256_storeu_ps(p, _mm512_cvtpd_ps(v)); }
 };
 
 // Panels (panels.h): 8 tokens x the 32 rows of a panel = 16 accumulators, each 64-byte line
@@ -161,7 +176,9 @@ void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts
 void linear_rows_avx512(const LinearRows& job, const PackedX& x) { linear_rows_simd(job, x); }
 int linear_token_group_avx512(int64_t T) { return token_group(T); }
 float dot_avx512(const float* a, const float* b, int64_t n) { return dot_simd(a, b, n); }
-void exp_shifted_avx512(float* x, int64_t n, float shift) { exp_shifted_simd(x, n, shift); }
+void exp_scaled_avx512(const float* x, float* y, int64_t n, float scale, float shift) {
+  exp_scaled_simd(x, y, n, scale, shift);
+}
 void silu_mul_avx512(const float* g, const float* u, float* o, int64_t n) { silu_mul_simd(g, u, o, n); }
 void rms_norm_row_avx512(const float* x, const float* w, int64_t n, float eps, float* y) {
   rms_norm_row_simd(x, w, n, eps, y);
@@ -169,5 +186,10 @@ void rms_norm_row_avx512(const float* x, const float* w, int64_t n, float eps, f
 void divide_avx512(float* x, int64_t n, float d) { divide_simd(x, n, d); }
 void add_scaled_avx512(float* x, const float* y, int64_t n, float scale) { add_scaled_simd(x, y, n, scale); }
 void rope_rotate_avx512(float* v, const float* cs, int64_t half) { rope_rotate_simd(v, cs, half); }
+int64_t argmax_avx512(const float* x, int64_t n) { return argmax_simd(x, n); }
+double sum_f64_avx512(const float* x, int64_t n) { return sum_f64_simd(x, n); }
+void subtract_log_sum_avx512(float* x, int64_t n, float max, double log_sum) {
+  subtract_log_sum_simd(x, n, max, log_sum);
+}
 
 }  // namespace kvlm::cpu

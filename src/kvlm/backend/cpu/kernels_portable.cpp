@@ -1,5 +1,6 @@
 // The reference paths of dot.h, linear_rows.h and vector_math.h, and the per-ISA dispatch tables.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
@@ -42,8 +43,8 @@ void linear_rows_portable(const LinearRows& job, const PackedX&) {
   }
 }
 
-void exp_shifted_portable(float* x, int64_t n, float shift) {
-  for (int64_t i = 0; i < n; ++i) x[i] = exp_portable(x[i] - shift);
+void exp_scaled_portable(const float* x, float* y, int64_t n, float scale, float shift) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_portable(x[i] * scale - shift);
 }
 
 void silu_mul_portable(const float* g, const float* u, float* o, int64_t n) {
@@ -67,15 +68,38 @@ void rope_rotate_portable(float* v, const float* cs, int64_t half) {
   for (int64_t i = 0; i < half; ++i) rope_pair(v[i], v[half + i], cs[i], cs[half + i]);
 }
 
+int64_t argmax_portable(const float* x, int64_t n) {
+  int64_t best = n > 0 ? 0 : -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return i;
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+double sum_f64_portable(const float* x, int64_t n) {
+  double lane[8] = {};
+  for (int64_t i = 0; i < n; ++i) lane[i % 8] += double(x[i]);
+  double sum = 0.0;
+  for (double l : lane) sum += l;
+  return sum;
+}
+
+void subtract_log_sum_portable(float* x, int64_t n, float max, double log_sum) {
+  for (int64_t i = 0; i < n; ++i) x[i] = float(double(x[i] - max) - log_sum);
+}
+
 const VectorMathKernels& vector_math(Isa isa) {
-  static constexpr VectorMathKernels kPortable = {exp_shifted_portable, silu_mul_portable,
-                                                  rms_norm_row_portable, divide_portable,
-                                                  add_scaled_portable, rope_rotate_portable};
-  static constexpr VectorMathKernels kAvx2 = {exp_shifted_avx2, silu_mul_avx2, rms_norm_row_avx2,
-                                              divide_avx2, add_scaled_avx2, rope_rotate_avx2};
-  static constexpr VectorMathKernels kAvx512 = {exp_shifted_avx512, silu_mul_avx512,
-                                                rms_norm_row_avx512, divide_avx512,
-                                                add_scaled_avx512, rope_rotate_avx512};
+  static constexpr VectorMathKernels kPortable = {
+      exp_scaled_portable, silu_mul_portable, rms_norm_row_portable,    divide_portable,
+      add_scaled_portable, rope_rotate_portable, argmax_portable, sum_f64_portable,
+      subtract_log_sum_portable};
+  static constexpr VectorMathKernels kAvx2 = {
+      exp_scaled_avx2, silu_mul_avx2, rms_norm_row_avx2, divide_avx2, add_scaled_avx2,
+      rope_rotate_avx2, argmax_avx2, sum_f64_avx2, subtract_log_sum_avx2};
+  static constexpr VectorMathKernels kAvx512 = {
+      exp_scaled_avx512, silu_mul_avx512, rms_norm_row_avx512, divide_avx512, add_scaled_avx512,
+      rope_rotate_avx512, argmax_avx512, sum_f64_avx512, subtract_log_sum_avx512};
   switch (isa) {
     case Isa::kAvx512: return kAvx512;
     case Isa::kAvx2: return kAvx2;

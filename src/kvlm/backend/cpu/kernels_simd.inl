@@ -2,12 +2,16 @@
 // type. Included by kernels_avx2.cpp and kernels_avx512.cpp, which first define
 //   KVLM_TARGET   the target attribute every function here carries, and
 //   struct Vec    16 f32 lanes: zero, set1, load, store, widen_bf16, widen_f16, widen_bf16_pairs,
-//                 interleave, codes8, nibbles, fma, add, sub, mul, div, neg, exp, fold,
+//                 interleave, codes8, nibbles, fma, add, sub, mul, div, neg, exp, fold, max,
+//                 fold_max, nan_mask, equal_mask (lane masks, lane k at bit k),
+//   struct F64x8  8 f64 lanes: zero, set1, widen (8 floats), add, sub, store, narrow (to floats),
 //   kPanelTokens, kPanelDecodePanels   the register tiles of panels (batches and prefill, decode).
 // Linear layers keep rows across lanes and reduce along the input (panels.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -316,11 +320,11 @@ KVLM_TARGET float dot_simd(const float* a, const float* b, int64_t n) {
   return Vec::fold(acc);
 }
 
-KVLM_TARGET void exp_shifted_simd(float* x, int64_t n, float shift) {
-  const Vec s = Vec::set1(shift);
+KVLM_TARGET void exp_scaled_simd(const float* x, float* y, int64_t n, float scale, float shift) {
+  const Vec m = Vec::set1(scale), s = Vec::set1(shift);
   int64_t i = 0;
-  for (; i + kDotLanes <= n; i += kDotLanes) Vec::exp(Vec::sub(Vec::load(x + i), s)).store(x + i);
-  for (; i < n; ++i) x[i] = exp_portable(x[i] - shift);
+  for (; i + kDotLanes <= n; i += kDotLanes) Vec::exp(Vec::sub(Vec::mul(Vec::load(x + i), m), s)).store(y + i);
+  for (; i < n; ++i) y[i] = exp_portable(x[i] * scale - shift);
 }
 
 KVLM_TARGET void silu_mul_simd(const float* g, const float* u, float* o, int64_t n) {
@@ -364,6 +368,55 @@ KVLM_TARGET void rope_rotate_simd(float* v, const float* cs, int64_t half) {
     Vec::add(Vec::mul(b, c), Vec::mul(a, s)).store(v + half + i);
   }
   for (; i < half; ++i) rope_pair(v[i], v[half + i], cs[i], cs[half + i]);
+}
+
+// A pass for the maximum (and any NaN), then one for its first index: without a NaN the maximum
+// is exact in any order.
+KVLM_TARGET int64_t argmax_simd(const float* x, int64_t n) {
+  Vec m = Vec::set1(-std::numeric_limits<float>::infinity());
+  uint32_t nan = 0;
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) {
+    const Vec v = Vec::load(x + i);
+    nan |= Vec::nan_mask(v);
+    m = Vec::max(m, v);
+  }
+  float best = Vec::fold_max(m);
+  for (; i < n; ++i) {
+    nan |= std::isnan(x[i]) ? 1u : 0u;
+    best = std::max(best, x[i]);
+  }
+  if (nan || n == 0) return argmax_portable(x, n);
+  const Vec b = Vec::set1(best);
+  for (i = 0; i + kDotLanes <= n; i += kDotLanes)
+    if (const uint32_t eq = Vec::equal_mask(Vec::load(x + i), b)) return i + __builtin_ctz(eq);
+  while (x[i] != best) ++i;  // best is one of the tail's values
+  return i;
+}
+
+KVLM_TARGET double sum_f64_simd(const float* x, int64_t n) {
+  F64x8 acc = F64x8::zero();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = F64x8::add(acc, F64x8::widen(x + i));
+  alignas(64) double lane[8];
+  acc.store(lane);
+  for (int64_t k = 0; i < n; ++i, ++k) lane[k] += double(x[i]);
+  double sum = 0.0;
+  for (double l : lane) sum += l;
+  return sum;
+}
+
+KVLM_TARGET void subtract_log_sum_simd(float* x, int64_t n, float max, double log_sum) {
+  const Vec m = Vec::set1(max);
+  const F64x8 l = F64x8::set1(log_sum);
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) {
+    alignas(64) float d[kDotLanes];
+    Vec::sub(Vec::load(x + i), m).store(d);
+    F64x8::sub(F64x8::widen(d), l).narrow(x + i);
+    F64x8::sub(F64x8::widen(d + 8), l).narrow(x + i + 8);
+  }
+  for (; i < n; ++i) x[i] = float(double(x[i] - max) - log_sum);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
 // Row kernels of the elementwise ops: exp and the functions built on it (softmax, SiLU), the
-// RMSNorm of one row, division by a scalar, the residual add and the rotation of RoPE. std::exp
+// RMSNorm of one row, division by a scalar, the residual add and the rotation of RoPE, and the
+// sampler's passes over a vocabulary (argmax, a sum in double, log-softmax). std::exp
 // has no vector form, so kvlm defines exp by one fixed sequence of operations (Cody-Waite
 // reduction by ln 2, a degree-6 polynomial evaluated with fma, scaling by 2^n through the exponent
 // bits) that the portable scalar code and the AVX2 / AVX-512 code all perform identically: every
@@ -41,10 +42,11 @@ inline float exp_portable(float x) {
   return y * scale;
 }
 
-// x[i] = exp(x[i] - shift): the numerators of a softmax whose maximum is `shift`.
-void exp_shifted_portable(float* x, int64_t n, float shift);
-void exp_shifted_avx2(float* x, int64_t n, float shift);
-void exp_shifted_avx512(float* x, int64_t n, float shift);
+// y[i] = exp(x[i] * scale - shift), the product rounded first (exact for scale 1): the numerators
+// of a softmax whose maximum is `shift` (y may be x).
+void exp_scaled_portable(const float* x, float* y, int64_t n, float scale, float shift);
+void exp_scaled_avx2(const float* x, float* y, int64_t n, float scale, float shift);
+void exp_scaled_avx512(const float* x, float* y, int64_t n, float scale, float shift);
 // o[i] = (g[i] / (1 + exp(-g[i]))) * u[i]: SiLU(gate) * up.
 void silu_mul_portable(const float* g, const float* u, float* o, int64_t n);
 void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n);
@@ -62,6 +64,22 @@ void add_scaled_portable(float* x, const float* y, int64_t n, float scale);
 void add_scaled_avx2(float* x, const float* y, int64_t n, float scale);
 void add_scaled_avx512(float* x, const float* y, int64_t n, float scale);
 
+// The index of the first NaN of x[0 .. n) if it holds one, else of the first of its largest
+// values; -1 when n = 0.
+int64_t argmax_portable(const float* x, int64_t n);
+int64_t argmax_avx2(const float* x, int64_t n);
+int64_t argmax_avx512(const float* x, int64_t n);
+// The sum of x[0 .. n) in double: element i adds to lane i % 8 in turn, then the eight lanes add
+// in order (independent lanes keep the adds from waiting on each other).
+double sum_f64_portable(const float* x, int64_t n);
+double sum_f64_avx2(const float* x, int64_t n);
+double sum_f64_avx512(const float* x, int64_t n);
+// x[i] = float(double(x[i] - max) - log_sum): log-softmax from the maximum and the log of the
+// shifted exponentials' sum (subtracting the maximum in float first keeps large logits precise).
+void subtract_log_sum_portable(float* x, int64_t n, float max, double log_sum);
+void subtract_log_sum_avx2(float* x, int64_t n, float max, double log_sum);
+void subtract_log_sum_avx512(float* x, int64_t n, float max, double log_sum);
+
 // Rotates the pair (a, b) = (v[i], v[half + i]) of rotate-half RoPE by the angle whose cosine and
 // sine are c and s: each product rounded, then the sum.
 inline void rope_pair(float& a, float& b, float c, float s) {
@@ -75,12 +93,15 @@ void rope_rotate_avx2(float* v, const float* cs, int64_t half);
 void rope_rotate_avx512(float* v, const float* cs, int64_t half);
 
 struct VectorMathKernels {
-  void (*exp_shifted)(float* x, int64_t n, float shift);
+  void (*exp_scaled)(const float* x, float* y, int64_t n, float scale, float shift);
   void (*silu_mul)(const float* g, const float* u, float* o, int64_t n);
   void (*rms_norm_row)(const float* x, const float* w, int64_t n, float eps, float* y);
   void (*divide)(float* x, int64_t n, float d);
   void (*add_scaled)(float* x, const float* y, int64_t n, float scale);
   void (*rope_rotate)(float* v, const float* cs, int64_t half);
+  int64_t (*argmax)(const float* x, int64_t n);
+  double (*sum_f64)(const float* x, int64_t n);
+  void (*subtract_log_sum)(float* x, int64_t n, float max, double log_sum);
 };
 const VectorMathKernels& vector_math(Isa isa);
 // The kernels of cpu_isa().
