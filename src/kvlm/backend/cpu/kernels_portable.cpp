@@ -91,7 +91,7 @@ void subtract_log_sum_portable(float* x, int64_t n, float max, double log_sum) {
 
 const VectorMathKernels& vector_math(Isa isa) {
   static constexpr VectorMathKernels kPortable = {
-      exp_scaled_portable, silu_mul_portable, rms_norm_row_portable,    divide_portable,
+      exp_scaled_portable, silu_mul_portable, rms_norm_row_portable, divide_portable,
       add_scaled_portable, rope_rotate_portable, argmax_portable, sum_f64_portable,
       subtract_log_sum_portable};
   static constexpr VectorMathKernels kAvx2 = {
