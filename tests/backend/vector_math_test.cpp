@@ -149,6 +149,41 @@ TEST(VectorMath, SamplerPassesOfEveryIsaEqualPortable) {
   }
 }
 
+// The tokens at or above a floor and their mass, in index order: floors that keep none, some and
+// all of the values, NaN never kept.
+TEST(VectorMath, SelectionsAboveAFloorOfEveryIsaEqualPortable) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  for (int64_t n : {0, 1, 15, 16, 17, 40, 32003}) {
+    std::vector<float> x(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+    for (float& v : x) v = d(rng);
+    for (float& v : w) v = std::exp(d(rng));
+    if (n > 3) x[2] = std::numeric_limits<float>::quiet_NaN();
+    for (float floor : {-std::numeric_limits<float>::infinity(), -1.0f, 4.0f, 100.0f}) {
+      std::vector<IndexedValue> want(x.size());
+      const int64_t want_n = vector_math(Isa::kPortable).select_at_least(x.data(), n, floor, want.data());
+      const double want_sum = vector_math(Isa::kPortable).sum_at_least(w.data(), x.data(), n, floor);
+      for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+        if (!isa_supported(isa)) continue;
+        std::vector<IndexedValue> got(x.size());
+        const int64_t got_n = vector_math(isa).select_at_least(x.data(), n, floor, got.data());
+        ASSERT_EQ(got_n, want_n) << isa_name(isa) << " n " << n << " floor " << floor;
+        for (int64_t i = 0; i < got_n; ++i) {
+          EXPECT_EQ(got[size_t(i)].id, want[size_t(i)].id) << isa_name(isa) << " n " << n;
+          EXPECT_EQ(got[size_t(i)].value, want[size_t(i)].value) << isa_name(isa) << " n " << n;
+        }
+        const double got_sum = vector_math(isa).sum_at_least(w.data(), x.data(), n, floor);
+        EXPECT_EQ(std::memcmp(&got_sum, &want_sum, sizeof(double)), 0) << isa_name(isa) << " n " << n;
+      }
+    }
+  }
+  const std::vector<float> x = {3.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f, 5.0f};
+  std::vector<IndexedValue> out(4);
+  ASSERT_EQ(vector_math(Isa::kPortable).select_at_least(x.data(), 4, 2.0f, out.data()), 2);
+  EXPECT_EQ(out[0].id, 0);
+  EXPECT_EQ(out[1].id, 3);
+}
+
 TEST(VectorMath, ArgmaxPicksTheFirstNanOrTheFirstLargest) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const std::vector<float> x = {1.0f, 5.0f, -inf, 5.0f, nan, 7.0f, nan};

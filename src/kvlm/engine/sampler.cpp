@@ -15,6 +15,10 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// The sampler's passes over the vocabulary run on the CPU's vector kernels (vector_math.h: the
+// same bits on every instruction set); the logits live in host memory.
+const cpu::VectorMathKernels& vm() { return cpu::vector_math(); }
+
 // The last `context_size` tokens of history; 0 means all of it (Python's history[-0:]).
 std::span<const int32_t> window(std::span<const int32_t> history, int context_size) {
   if (context_size == 0 || size_t(context_size) >= history.size()) return history;
@@ -30,10 +34,7 @@ std::vector<int32_t> distinct(std::span<const int32_t> tokens) {
 
 // A token and its value, laid out contiguously so that selections over the whole vocabulary stay
 // cache-friendly.
-struct Ranked {
-  float value;
-  int32_t id;
-};
+using Ranked = cpu::IndexedValue;
 
 // The rank order of every filter: larger value first, ties → lower id first.
 // Larger values first, ties by lower id. A function object, so that nth_element and sort inline
@@ -55,34 +56,31 @@ Scratch& scratch() {
 
 // The entries of `values` at or above `floor`, to be ranked. Every entry below the floor ranks
 // after every entry in the list, so a filter that keeps only top entries can work on the list.
-std::vector<Ranked>& ranked(const std::vector<float>& values, float floor = kNegInf) {
+std::span<Ranked> ranked(const std::vector<float>& values, float floor = kNegInf) {
   std::vector<Ranked>& r = scratch().ranked;
-  r.clear();
-  for (size_t i = 0; i < values.size(); ++i)
-    if (values[i] >= floor) r.push_back({values[i], int32_t(i)});
-  return r;
+  if (r.size() < values.size()) r.resize(values.size());  // grows once: never cleared per call
+  return {r.data(), size_t(vm().select_at_least(values.data(), int64_t(values.size()), floor, r.data()))};
 }
 
 constexpr float kLowestFinite = -std::numeric_limits<float>::max();
 
 // Rearranges r[lo, hi) so that r[lo, mid) are its (mid - lo) highest-ranked entries, in no
 // particular order. Linear time on average: filters never need a full sort of the vocabulary.
-void partition_top(std::vector<Ranked>& r, size_t lo, size_t mid, size_t hi) {
+void partition_top(std::span<Ranked> r, size_t lo, size_t mid, size_t hi) {
   if (mid > lo && mid < hi) std::nth_element(r.begin() + long(lo), r.begin() + long(mid), r.begin() + long(hi), ranks_before);
 }
 
 // After partition_top(r, 0, n, size) on r = ranked(values, floor): keeps the n highest-ranked
 // values, sets the rest to -inf.
-void keep_top(std::vector<float>& values, const std::vector<Ranked>& r, size_t n, float floor = kNegInf) {
-  for (size_t i = n; i < r.size(); ++i) values[size_t(r[i].id)] = kNegInf;
-  if (floor > kNegInf)  // r left out the values below the floor
-    for (float& v : values)
-      if (v < floor) v = kNegInf;
+void keep_top(std::vector<float>& values, std::span<const Ranked> r, size_t n, float floor = kNegInf) {
+  if (floor == kNegInf) {
+    for (size_t i = n; i < r.size(); ++i) values[size_t(r[i].id)] = kNegInf;
+    return;
+  }
+  // r left out the values below the floor: every value but the n kept ones becomes -inf.
+  std::fill(values.begin(), values.end(), kNegInf);
+  for (size_t i = 0; i < n; ++i) values[size_t(r[i].id)] = r[i].value;
 }
-
-// The sampler's passes over the vocabulary run on the CPU's vector kernels (vector_math.h: the
-// same bits on every instruction set); the logits live in host memory.
-const cpu::VectorMathKernels& vm() { return cpu::vector_math(); }
 
 // The index of the first of the largest values, or of the first NaN.
 int64_t argmax_index(std::span<const float> values) { return vm().argmax(values.data(), int64_t(values.size())); }
@@ -169,15 +167,13 @@ void apply_top_p(std::vector<float>& logprobs, float top_p) {
   const float top = max_value(logprobs);
   float floor = kNegInf;
   for (float span = 10.0f; span <= 80.0f; span *= 2.0f) {
-    double mass = 0.0;
-    for (size_t i = 0; i < logprobs.size(); ++i)
-      if (logprobs[i] >= top - span) mass += probs[i];
+    const double mass = vm().sum_at_least(probs.data(), logprobs.data(), int64_t(logprobs.size()), top - span);
     if (mass >= needed) {
       floor = top - span;
       break;
     }
   }
-  std::vector<Ranked>& r = ranked(logprobs, floor);
+  const std::span<Ranked> r = ranked(logprobs, floor);
   // Invariant: r[0, lo) are the lo most likely tokens and their mass mass_lo < needed (or
   // lo = 0); K lies in (lo, hi]; r[lo, hi) are the next ranks.
   size_t lo = 0, hi = r.size();
@@ -199,7 +195,7 @@ void apply_top_p(std::vector<float>& logprobs, float top_p) {
 
 void apply_min_p(std::vector<float>& logprobs, float min_p, int min_tokens_to_keep) {
   const size_t keep = std::min(logprobs.size(), size_t(min_tokens_to_keep));
-  std::vector<Ranked>& r = ranked(logprobs);
+  const std::span<Ranked> r = ranked(logprobs);
   partition_top(r, 0, keep, r.size());
   std::vector<bool> protect(logprobs.size(), false);
   for (size_t i = 0; i < keep; ++i) protect[size_t(r[i].id)] = true;
@@ -227,7 +223,7 @@ void apply_xtc(std::vector<float>& logprobs, float probability, float threshold,
 
 void apply_top_k(std::vector<float>& logprobs, int top_k) {
   // Tokens already at -inf stay there whichever k are kept, so only finite ones are ranked.
-  std::vector<Ranked>& r = ranked(logprobs, kLowestFinite);
+  const std::span<Ranked> r = ranked(logprobs, kLowestFinite);
   if (size_t(top_k) >= r.size()) return;
   partition_top(r, 0, size_t(top_k), r.size());
   keep_top(logprobs, r, size_t(top_k));
@@ -254,7 +250,7 @@ int32_t argmax(const std::vector<float>& values) { return int32_t(argmax_index(v
 
 std::vector<TokenLogprob> top_n(const std::vector<float>& logprobs, int n) {
   const size_t count = std::min(logprobs.size(), size_t(n));
-  std::vector<Ranked>& r = ranked(logprobs);
+  const std::span<Ranked> r = ranked(logprobs);
   partition_top(r, 0, count, r.size());
   std::sort(r.begin(), r.begin() + long(count), ranks_before);
   std::vector<TokenLogprob> out;

@@ -112,6 +112,7 @@ struct Vec {
   }
   static KVLM_TARGET uint32_t nan_mask(Vec a) { return mask<_CMP_UNORD_Q>(a, a); }
   static KVLM_TARGET uint32_t equal_mask(Vec a, Vec b) { return mask<_CMP_EQ_OQ>(a, b); }
+  static KVLM_TARGET uint32_t at_least_mask(Vec a, Vec b) { return mask<_CMP_GE_OQ>(a, b); }
 };
 
 struct F64x8 {
@@ -248,6 +249,12 @@ int64_t argmax_avx2(const float* x, int64_t n) { return argmax_simd(x, n); }
 double sum_f64_avx2(const float* x, int64_t n) { return sum_f64_simd(x, n); }
 void subtract_log_sum_avx2(float* x, int64_t n, float max, double log_sum) {
   subtract_log_sum_simd(x, n, max, log_sum);
+}
+int64_t select_at_least_avx2(const float* x, int64_t n, float floor, IndexedValue* out) {
+  return select_at_least_simd(x, n, floor, out);
+}
+double sum_at_least_avx2(const float* w, const float* keys, int64_t n, float floor) {
+  return sum_at_least_simd(w, keys, n, floor);
 }
 
 }  // namespace kvlm::cpu

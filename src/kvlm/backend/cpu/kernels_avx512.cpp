@@ -88,6 +88,7 @@ struct Vec {
   static KVLM_TARGET float fold_max(Vec a) { return _mm512_reduce_max_ps(a.v); }
   static KVLM_TARGET uint32_t nan_mask(Vec a) { return _mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q); }
   static KVLM_TARGET uint32_t equal_mask(Vec a, Vec b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_EQ_OQ); }
+  static KVLM_TARGET uint32_t at_least_mask(Vec a, Vec b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_GE_OQ); }
 };
 
 struct F64x8 {
@@ -190,6 +191,12 @@ int64_t argmax_avx512(const float* x, int64_t n) { return argmax_simd(x, n); }
 double sum_f64_avx512(const float* x, int64_t n) { return sum_f64_simd(x, n); }
 void subtract_log_sum_avx512(float* x, int64_t n, float max, double log_sum) {
   subtract_log_sum_simd(x, n, max, log_sum);
+}
+int64_t select_at_least_avx512(const float* x, int64_t n, float floor, IndexedValue* out) {
+  return select_at_least_simd(x, n, floor, out);
+}
+double sum_at_least_avx512(const float* w, const float* keys, int64_t n, float floor) {
+  return sum_at_least_simd(w, keys, n, floor);
 }
 
 }  // namespace kvlm::cpu

@@ -89,17 +89,33 @@ void subtract_log_sum_portable(float* x, int64_t n, float max, double log_sum) {
   for (int64_t i = 0; i < n; ++i) x[i] = float(double(x[i] - max) - log_sum);
 }
 
+int64_t select_at_least_portable(const float* x, int64_t n, float floor, IndexedValue* out) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] >= floor) out[k++] = {x[i], int32_t(i)};
+  return k;
+}
+
+double sum_at_least_portable(const float* w, const float* keys, int64_t n, float floor) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    if (keys[i] >= floor) sum += double(w[i]);
+  return sum;
+}
+
 const VectorMathKernels& vector_math(Isa isa) {
   static constexpr VectorMathKernels kPortable = {
       exp_scaled_portable, silu_mul_portable, rms_norm_row_portable, divide_portable,
       add_scaled_portable, rope_rotate_portable, argmax_portable, sum_f64_portable,
-      subtract_log_sum_portable};
+      subtract_log_sum_portable, select_at_least_portable, sum_at_least_portable};
   static constexpr VectorMathKernels kAvx2 = {
       exp_scaled_avx2, silu_mul_avx2, rms_norm_row_avx2, divide_avx2, add_scaled_avx2,
-      rope_rotate_avx2, argmax_avx2, sum_f64_avx2, subtract_log_sum_avx2};
+      rope_rotate_avx2, argmax_avx2, sum_f64_avx2, subtract_log_sum_avx2, select_at_least_avx2,
+      sum_at_least_avx2};
   static constexpr VectorMathKernels kAvx512 = {
       exp_scaled_avx512, silu_mul_avx512, rms_norm_row_avx512, divide_avx512, add_scaled_avx512,
-      rope_rotate_avx512, argmax_avx512, sum_f64_avx512, subtract_log_sum_avx512};
+      rope_rotate_avx512, argmax_avx512, sum_f64_avx512, subtract_log_sum_avx512,
+      select_at_least_avx512, sum_at_least_avx512};
   switch (isa) {
     case Isa::kAvx512: return kAvx512;
     case Isa::kAvx2: return kAvx2;

@@ -3,7 +3,7 @@
 //   KVLM_TARGET   the target attribute every function here carries, and
 //   struct Vec    16 f32 lanes: zero, set1, load, store, widen_bf16, widen_f16, widen_bf16_pairs,
 //                 interleave, codes8, nibbles, fma, add, sub, mul, div, neg, exp, fold, max,
-//                 fold_max, nan_mask, equal_mask (lane masks, lane k at bit k),
+//                 fold_max, nan_mask, equal_mask, at_least_mask (lane masks, lane k at bit k),
 //   struct F64x8  8 f64 lanes: zero, set1, widen (8 floats), add, sub, store, narrow (to floats),
 //   kPanelTokens, kPanelDecodePanels   the register tiles of panels (batches and prefill, decode).
 // Linear layers keep rows across lanes and reduce along the input (panels.h).
@@ -392,6 +392,30 @@ KVLM_TARGET int64_t argmax_simd(const float* x, int64_t n) {
     if (const uint32_t eq = Vec::equal_mask(Vec::load(x + i), b)) return i + __builtin_ctz(eq);
   while (x[i] != best) ++i;  // best is one of the tail's values
   return i;
+}
+
+// A selection over a vocabulary keeps few of its values: each 16 are compared at once, and only
+// a vector with a selected lane is visited lane by lane, in index order.
+template <class Visit>
+KVLM_TARGET void for_each_at_least(const float* x, int64_t n, float floor, Visit visit) {
+  const Vec f = Vec::set1(floor);
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes)
+    for (uint32_t m = Vec::at_least_mask(Vec::load(x + i), f); m != 0; m &= m - 1) visit(i + __builtin_ctz(m));
+  for (; i < n; ++i)
+    if (x[i] >= floor) visit(i);
+}
+
+KVLM_TARGET int64_t select_at_least_simd(const float* x, int64_t n, float floor, IndexedValue* out) {
+  int64_t k = 0;
+  for_each_at_least(x, n, floor, [&](int64_t i) { out[k++] = {x[i], int32_t(i)}; });
+  return k;
+}
+
+KVLM_TARGET double sum_at_least_simd(const float* w, const float* keys, int64_t n, float floor) {
+  double sum = 0.0;
+  for_each_at_least(keys, n, floor, [&](int64_t i) { sum += double(w[i]); });
+  return sum;
 }
 
 KVLM_TARGET double sum_f64_simd(const float* x, int64_t n) {

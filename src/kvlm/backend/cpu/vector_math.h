@@ -1,7 +1,8 @@
 #pragma once
 // Row kernels of the elementwise ops: exp and the functions built on it (softmax, SiLU), the
 // RMSNorm of one row, division by a scalar, the residual add and the rotation of RoPE, and the
-// sampler's passes over a vocabulary (argmax, a sum in double, log-softmax). std::exp
+// sampler's passes over a vocabulary (argmax, a sum in double, log-softmax, the tokens above a
+// floor and their mass). std::exp
 // has no vector form, so kvlm defines exp by one fixed sequence of operations (Cody-Waite
 // reduction by ln 2, a degree-6 polynomial evaluated with fma, scaling by 2^n through the exponent
 // bits) that the portable scalar code and the AVX2 / AVX-512 code all perform identically: every
@@ -80,6 +81,22 @@ void subtract_log_sum_portable(float* x, int64_t n, float max, double log_sum);
 void subtract_log_sum_avx2(float* x, int64_t n, float max, double log_sum);
 void subtract_log_sum_avx512(float* x, int64_t n, float max, double log_sum);
 
+// A value and its index, as selections over a vocabulary rank them.
+struct IndexedValue {
+  float value;
+  int32_t id;
+};
+// Writes every x[i] >= floor with its index i, in index order, to out (room for n) and returns
+// how many; NaN is never selected.
+int64_t select_at_least_portable(const float* x, int64_t n, float floor, IndexedValue* out);
+int64_t select_at_least_avx2(const float* x, int64_t n, float floor, IndexedValue* out);
+int64_t select_at_least_avx512(const float* x, int64_t n, float floor, IndexedValue* out);
+// The sum in double of w[i] over the i whose keys[i] >= floor, added one after another in index
+// order.
+double sum_at_least_portable(const float* w, const float* keys, int64_t n, float floor);
+double sum_at_least_avx2(const float* w, const float* keys, int64_t n, float floor);
+double sum_at_least_avx512(const float* w, const float* keys, int64_t n, float floor);
+
 // Rotates the pair (a, b) = (v[i], v[half + i]) of rotate-half RoPE by the angle whose cosine and
 // sine are c and s: each product rounded, then the sum.
 inline void rope_pair(float& a, float& b, float c, float s) {
@@ -102,6 +119,8 @@ struct VectorMathKernels {
   int64_t (*argmax)(const float* x, int64_t n);
   double (*sum_f64)(const float* x, int64_t n);
   void (*subtract_log_sum)(float* x, int64_t n, float max, double log_sum);
+  int64_t (*select_at_least)(const float* x, int64_t n, float floor, IndexedValue* out);
+  double (*sum_at_least)(const float* w, const float* keys, int64_t n, float floor);
 };
 const VectorMathKernels& vector_math(Isa isa);
 // The kernels of cpu_isa().
