@@ -213,6 +213,29 @@ TEST(LinearInt8, ZeroActivationsGiveZero) {
   }
 }
 
+// Activations are quantized into uninitialised memory: an all-zero group must still come out with
+// zero codes, d and base whatever the buffer held.
+TEST(LinearInt8, QuantizerClearsAllZeroGroups) {
+  const int64_t in = 192, G = 64;
+  auto x = normal(size_t(in), 14);
+  std::fill(x.begin() + G, x.begin() + 2 * G, 0.0f);  // group 1
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    for (int bits : {4, 8}) {
+      Int8Acts a(1, in, int(G));
+      std::memset(a.q.data(), 0x5A, a.q.size());
+      std::fill(a.d.begin(), a.d.end(), 7.0f);
+      std::fill(a.base.begin(), a.base.end(), 7);
+      int8_kernels(isa).quantize(x.data(), int(G), bits, a, 0);
+      for (int64_t i = G; i < 2 * G; ++i) ASSERT_EQ(a.q[size_t(i)], 0) << isa_name(isa) << " q" << bits << " i " << i;
+      EXPECT_EQ(a.d[1], 0.0f) << isa_name(isa);
+      EXPECT_EQ(a.base[1], 0) << isa_name(isa);
+      EXPECT_EQ(a.sx[1], 0.0f) << isa_name(isa);
+      EXPECT_NE(a.d[0], 0.0f) << isa_name(isa);
+    }
+  }
+}
+
 TEST(LinearInt8, OpsLinearTakesThePathAndIgnoresThreads) {
   const int64_t in = 512, R = 200, T = 6;
   QuantWeight qw = quantized(R, in, 4, 64, DType::kBF16, 21);

@@ -26,7 +26,10 @@ void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Ac
     const size_t at = size_t(t * groups + g);
     a.sx[at] = fold_lanes(lanes);
     const Int8Scale sc = int8_group_scale(xg, G);
-    if (sc.d == 0.0f) continue;  // codes, d and base stay 0
+    if (sc.d == 0.0f) {
+      a.clear_group(t, g);
+      continue;
+    }
     int32_t sum = 0;
     for (int64_t i = 0; i < G; ++i) {
       const int8_t v = round_to_int8(xg[i] * sc.inv);
@@ -43,7 +46,7 @@ Int8Acts::Int8Acts(int64_t T, int64_t width, int group_size) : in(width), groups
   const size_t codes = size_t(T * in), params = size_t(T * groups);
   const size_t codes_bytes = (codes + 63) / 64 * 64;
   static_assert(sizeof(float) == sizeof(int32_t));
-  storage_ = std::make_unique<std::byte[]>(codes_bytes + 3 * params * sizeof(float));  // zeroed
+  storage_ = std::make_unique_for_overwrite<std::byte[]>(codes_bytes + 3 * params * sizeof(float));
   std::byte* p = storage_.get();
   q = {reinterpret_cast<int8_t*>(p), codes};
   d = {reinterpret_cast<float*>(p + codes_bytes), params};

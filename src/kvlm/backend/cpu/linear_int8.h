@@ -110,8 +110,17 @@ Int8Group quantize_int8_group(const float* x, int64_t n, Store store) {
 // The quantized activations of T token rows for one weight's group size and code width, zeroed
 // by the constructor. The four arrays share one allocation: a decode step quantizes activations
 // about a hundred times, and the larger arrays went through the allocator's slow path.
+// Uninitialised when made: the quantizer writes every code and parameter of every group.
 struct Int8Acts {
   Int8Acts(int64_t T, int64_t width, int group_size);
+
+  // An all-zero group g of token t: zero codes, d and base (its sx is 0 as well).
+  void clear_group(int64_t t, int64_t g) {
+    const int64_t G = in / groups;
+    std::fill_n(q.data() + t * in + g * G, G, int8_t(0));
+    d[size_t(t * groups + g)] = 0.0f;
+    base[size_t(t * groups + g)] = 0;
+  }
 
   std::span<int8_t> q;      // [T, in]: token t's xq_i at q[t * in + int8_act_index(i)]
   std::span<float> d, sx;   // [T, groups]

@@ -211,7 +211,10 @@ KVLM_TARGET void quantize_int8_row_simd(const float* x, int group_size, int bits
     const size_t at = size_t(t * a.groups + g);
     a.sx[at] = Vec::fold(lanes);
     const Int8Scale sc = int8_scale_of(I8::amax(xg, G));
-    if (sc.d == 0.0f) continue;  // codes, d and base stay 0
+    if (sc.d == 0.0f) {
+      a.clear_group(t, g);
+      continue;
+    }
     const Vec inv = Vec::set1(sc.inv);
     // The codes are integers of at most 127 in magnitude, so their float sums are exact in any
     // order: one fold per group instead of an integer reduction per 16 codes.
