@@ -153,6 +153,31 @@ void log_softmax(std::vector<float>& logits) {
   vm().subtract_log_sum(logits.data(), int64_t(logits.size()), max, std::log(sum));
 }
 
+// The candidates r (values at most `top`) of the highest bins, a quarter of a nat wide below `top`,
+// that hold the `needed` mass of probs: the most likely tokens that reach it lie there, so top-p's
+// selection runs over them alone (a flat distribution leaves thousands of tokens within the first
+// span of apply_top_p, and the selection's cost grows with them). When candidates are dropped,
+// `floor` becomes the top of the first dropped bin, finite, so keep_top rewrites the whole row.
+std::span<Ranked> narrow_to_mass(std::span<Ranked> r, const std::vector<float>& probs, float top, double needed,
+                                 float& floor) {
+  constexpr int kBins = 128;
+  const auto bin = [top](float v) {
+    const float d = (top - v) * 4.0f;  // +inf for a -inf candidate
+    return d < float(kBins - 1) ? int(d) : kBins - 1;
+  };
+  double mass[kBins] = {};
+  for (const Ranked& c : r) mass[bin(c.value)] += probs[size_t(c.id)];
+  int last = 0;
+  double cum = mass[0];
+  while (cum < needed && last + 1 < kBins) cum += mass[++last];
+  if (last == kBins - 1) return r;
+  size_t kept = 0;
+  for (const Ranked& c : r)
+    if (bin(c.value) <= last) r[kept++] = c;
+  floor = top - float(last + 1) / 4.0f;
+  return r.first(kept);
+}
+
 void apply_top_p(std::vector<float>& logprobs, float top_p) {
   // mlx-lm sorts ascending and keeps the tokens whose cumulative probability exceeds 1 - top_p.
   // The cumulative probability of the j-th most likely token is total - (mass of the j before
@@ -173,7 +198,7 @@ void apply_top_p(std::vector<float>& logprobs, float top_p) {
       break;
     }
   }
-  const std::span<Ranked> r = ranked(logprobs, floor);
+  const std::span<Ranked> r = narrow_to_mass(ranked(logprobs, floor), probs, top, needed, floor);
   // Invariant: r[0, lo) are the lo most likely tokens and their mass mass_lo < needed (or
   // lo = 0); K lies in (lo, hi]; r[lo, hi) are the next ranks.
   size_t lo = 0, hi = r.size();
