@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "isa_test_util.h"
@@ -222,11 +223,11 @@ TEST(LinearInt8, QuantizerClearsAllZeroGroups) {
   for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     for (int bits : {4, 8}) {
-      Int8Acts a(1, in, int(G));
+      Int8Acts a(1, in, int(G), bits);
       std::memset(a.q.data(), 0x5A, a.q.size());
       std::fill(a.d.begin(), a.d.end(), 7.0f);
       std::fill(a.base.begin(), a.base.end(), 7);
-      int8_kernels(isa).quantize(x.data(), int(G), bits, a, 0);
+      int8_kernels(isa).quantize(x.data(), int(G), bits, a, 0, 0, a.groups);
       for (int64_t i = G; i < 2 * G; ++i) ASSERT_EQ(a.q[size_t(i)], 0) << isa_name(isa) << " q" << bits << " i " << i;
       EXPECT_EQ(a.d[1], 0.0f) << isa_name(isa);
       EXPECT_EQ(a.base[1], 0) << isa_name(isa);
@@ -278,6 +279,50 @@ TEST(LinearInt8, ManySharesQuantizedActivationsOnlyWhereTheyMatch) {
     const auto want = run_int8(Isa::kPortable, xv, T, *ws[i], 0, ws[i]->out_features);
     EXPECT_EQ(std::memcmp(many[i].data<float>(), want.data(), want.size() * sizeof(float)), 0) << i;
   }
+}
+
+TEST(LinearInt8, GatedLinearQuantizesTheNextLayersInput) {
+  // gated_linear hands down the int8 activations of its result for the layer that reads it; they
+  // are byte for byte those the layer would quantize itself, on 1 and 3 threads and for T = 40,
+  // where one thread's rows are computed in two pieces. A next layer on the exact path gets none.
+  const int64_t in = 256, n = 960;
+  const QuantWeight gate = quantized(n, in, 4, 64, DType::kBF16, 41);
+  const QuantWeight up = quantized(n, in, 4, 64, DType::kBF16, 42);
+  for (int bits : {4, 8})
+    for (int64_t T : {1, 7, 40})
+      for (int threads : {1, 3}) {
+        const QuantWeight down = quantized(23, n, bits, 64, DType::kBF16, 43);
+        const auto xv = normal(size_t(T * in), 44);
+        Tensor x = Tensor::empty({T, in}, DType::kF32);
+        std::memcpy(x.data<float>(), xv.data(), xv.size() * sizeof(float));
+        ThreadPool pool(threads);
+        ops::set_thread_pool(&pool);
+        ops::QuantizedInput acts;
+        const Tensor h = ops::gated_linear(x, gate.w, up.w, ops::GateActivation::kSiLU, &down.w, &acts);
+        const Tensor with = ops::linear(h, down.w, acts);
+        const Tensor without = ops::linear(h, down.w);
+        ops::set_thread_pool(nullptr);
+        const std::string at = "q" + std::to_string(bits) + " T " + std::to_string(T) + " threads " +
+                               std::to_string(threads);
+        ASSERT_TRUE(acts) << at;
+        const Int8Acts want = quantize_int8_acts(cpu_isa(), h.data<float>(), T, n, 64, bits);
+        EXPECT_TRUE(same_bytes(acts->q, want.q)) << at;
+        EXPECT_TRUE(same_bytes(acts->d, want.d)) << at;
+        EXPECT_TRUE(same_bytes(acts->sx, want.sx)) << at;
+        EXPECT_TRUE(same_bytes(acts->base, want.base)) << at;
+        EXPECT_EQ(std::memcmp(with.data<float>(), without.data<float>(), size_t(T * 23) * sizeof(float)), 0) << at;
+      }
+  const QuantWeight g32 = quantized(5, n, 4, 32, DType::kBF16, 45);
+  const auto xv = normal(size_t(in), 46);
+  ops::QuantizedInput acts;
+  ops::gated_linear(Tensor::from_f32(xv, {1, in}), gate.w, up.w, ops::GateActivation::kSiLU, &g32.w, &acts);
+  EXPECT_TRUE(acts);  // quantized for g32's group size, and taken by it
+  EXPECT_EQ(acts->groups, n / 32);
+  QuantWeight exact = quantized(5, n, 4, 64, DType::kBF16, 47);
+  exact.w.matmul = ops::MatmulPath::kExact;
+  ops::QuantizedInput none;
+  ops::gated_linear(Tensor::from_f32(xv, {1, in}), gate.w, up.w, ops::GateActivation::kSiLU, &exact.w, &none);
+  EXPECT_FALSE(none);
 }
 
 }  // namespace

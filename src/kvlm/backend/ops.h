@@ -12,6 +12,7 @@
 //   depends only on the model's shapes, never on T, on which rows share the batch, or on the thread
 //   count. Work is split over output rows/columns only.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -22,6 +23,9 @@
 
 namespace kvlm {
 class ThreadPool;
+}
+namespace kvlm::cpu {
+struct Int8Acts;
 }
 
 namespace kvlm::ops {
@@ -78,11 +82,18 @@ Weight int8_weight(const Weight& w);
 // Rows `ids` of an embedding table: f32 [ids.size(), in_features]. Error for an id out of range.
 Tensor embedding(const Weight& table, std::span<const int32_t> ids);
 
-// y = x · Wᵀ (+ bias): x f32 [T, in] -> f32 [T, out].
-Tensor linear(const Tensor& x, const Weight& w);
+// A linear layer's input already quantized for its int8 path (cpu/linear_int8.h) by the op that
+// computed it, group by group on the threads that wrote each part, so the layer needs no
+// quantization round of its own. Null when the producer did not (or the layer takes another path).
+using QuantizedInput = std::shared_ptr<const cpu::Int8Acts>;
+
+// y = x · Wᵀ (+ bias): x f32 [T, in] -> f32 [T, out]. `quantized` (from the op that produced x,
+// for this weight) is used when it fits w's int8 path.
+Tensor linear(const Tensor& x, const Weight& w, const QuantizedInput& quantized = nullptr);
 // linear(x, *ws[i]) for every weight, computed in one pool round (q/k/v and gate/up read the
 // same input; in decode a round per projection would wait for the slowest thread each time).
-std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws);
+std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws,
+                                const QuantizedInput& quantized = nullptr);
 
 // Has every pool thread fetch, while it waits, the start of the rows it will own when `ws` (rows
 // concatenated, as linear_many splits them) is computed next: decode calls this with the next
@@ -105,8 +116,11 @@ enum class GateActivation { kSiLU, kGeluTanh };
 // act(x · gateᵀ) * (x · upᵀ), with exactly the bits of gated_activation(linear(x, gate),
 // linear(x, up), act), in one pool round: each thread applies the activation to the rows it has
 // just computed, while they are in its cache, instead of writing both projections out and reading
-// them back in a separate pass (at 512 tokens of the 0.5B shape, 2 x 10 MB per layer).
-Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act);
+// them back in a separate pass (at 512 tokens of the 0.5B shape, 2 x 10 MB per layer). With
+// `next` (the layer that reads the result) on the int8 path, each thread also quantizes the groups
+// it computed, into *next_input, for linear(result, *next, *next_input).
+Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act,
+                    const Weight* next = nullptr, QuantizedInput* next_input = nullptr);
 
 enum class NormWeight { kPlain, kOnePlus };  // w·x̂ (llama) or (1+w)·x̂ (gemma)
 

@@ -208,7 +208,8 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
 
 Tensor Model::Impl::mlp_block(const LayerWeights& lw, int layer, const Tensor& x) const {
   read_ahead(lw.down);
-  const Tensor gated = ops::gated_linear(x, lw.gate, lw.up, cfg.mlp_activation);
+  ops::QuantizedInput down_input;
+  const Tensor gated = ops::gated_linear(x, lw.gate, lw.up, cfg.mlp_activation, &lw.down, &down_input);
   // Next come the norm and the next layer's q/k/v, or after the last layer the vocabulary.
   if (layer + 1 < cfg.num_layers) {
     const LayerWeights& next = layers[size_t(layer + 1)];
@@ -217,7 +218,7 @@ Tensor Model::Impl::mlp_block(const LayerWeights& lw, int layer, const Tensor& x
   } else {
     read_ahead(head);
   }
-  return ops::linear(gated, lw.down);
+  return ops::linear(gated, lw.down, down_input);
 }
 
 Tensor Model::forward(const Batch& b) {

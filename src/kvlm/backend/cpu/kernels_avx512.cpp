@@ -170,8 +170,9 @@ struct I8 {
 namespace kvlm::cpu {
 
 void linear_int8_avx512(const LinearRows& job, const Int8Acts& acts) { linear_int8_simd(job, acts); }
-void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts& a, int64_t t) {
-  quantize_int8_row_simd(x, group_size, bits, a, t);
+void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0,
+                              int64_t g1) {
+  quantize_int8_row_simd(x, group_size, bits, a, t, g0, g1);
 }
 
 void linear_rows_avx512(const LinearRows& job, const PackedX& x) { linear_rows_simd(job, x); }

@@ -13,11 +13,12 @@
 
 namespace kvlm::cpu {
 
-void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Acts& a, int64_t t) {
+void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0,
+                                int64_t g1) {
   const int64_t G = group_size, groups = a.groups;
   const int32_t mid = 1 << (bits - 1);
   int8_t* q = a.q.data() + t * a.in;
-  for (int64_t g = 0; g < groups; ++g) {
+  for (int64_t g = g0; g < g1; ++g) {
     const float* xg = x + g * G;
     float lanes[kDotLanes];
     std::copy(xg, xg + kDotLanes, lanes);
@@ -41,7 +42,8 @@ void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Ac
   }
 }
 
-Int8Acts::Int8Acts(int64_t T, int64_t width, int group_size) : in(width), groups(width / group_size) {
+Int8Acts::Int8Acts(int64_t T, int64_t width, int group_size, int code_bits)
+    : in(width), groups(width / group_size), bits(code_bits) {
   // The codes first, then d, sx and base from the next cache line.
   const size_t codes = size_t(T * in), params = size_t(T * groups);
   const size_t codes_bytes = (codes + 63) / 64 * 64;
@@ -55,10 +57,10 @@ Int8Acts::Int8Acts(int64_t T, int64_t width, int group_size) : in(width), groups
 }
 
 Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int group_size, int bits) {
-  Int8Acts a(T, in, group_size);
+  Int8Acts a(T, in, group_size, bits);
   const QuantizeInt8RowFn quantize = int8_kernels(isa).quantize;
   ops::thread_pool().parallel_for(size_t(T), 1, [&](size_t b, size_t e) {
-    for (size_t t = b; t < e; ++t) quantize(x + int64_t(t) * in, group_size, bits, a, int64_t(t));
+    for (size_t t = b; t < e; ++t) quantize(x + int64_t(t) * in, group_size, bits, a, int64_t(t), 0, a.groups);
   });
   return a;
 }
@@ -151,7 +153,8 @@ Int8Kernels int8_kernels(Isa isa) {
 }
 
 LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T,
-                           std::span<const LinearKernel> same_input) {
+                           std::span<const LinearKernel> same_input,
+                           const std::shared_ptr<const Int8Acts>& quantized) {
   if (!uses_int8(w)) {
     exact_ = linear_rows_kernel(isa);
     if (!exact_.token_group) return;
@@ -172,6 +175,11 @@ LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_
       acts_ = k.acts_;
       return;
     }
+  if (quantized && quantized->in == w.in_features && quantized->groups * group_size_ == w.in_features &&
+      quantized->bits == bits_) {
+    acts_ = quantized;
+    return;
+  }
   acts_ = std::make_shared<const Int8Acts>(quantize_int8_acts(isa, x, T, w.in_features, group_size_, bits_));
 }
 

@@ -112,7 +112,7 @@ Int8Group quantize_int8_group(const float* x, int64_t n, Store store) {
 // about a hundred times, and the larger arrays went through the allocator's slow path.
 // Uninitialised when made: the quantizer writes every code and parameter of every group.
 struct Int8Acts {
-  Int8Acts(int64_t T, int64_t width, int group_size);
+  Int8Acts(int64_t T, int64_t width, int group_size, int bits);
 
   // An all-zero group g of token t: zero codes, d and base (its sx is 0 as well).
   void clear_group(int64_t t, int64_t g) {
@@ -127,16 +127,19 @@ struct Int8Acts {
   std::span<int32_t> base;  // [T, groups]: -m * (the group's sum of xq_i): started from it, the
                             // SIMD kernels' sums of code_i * xq_i are the P_g of the formula
   int64_t in = 0, groups = 0;
+  int bits = 0;  // of the weights they are for: 4-bit rows keep int8_act_index's order
 
  private:
   std::unique_ptr<std::byte[]> storage_;
 };
 
-// Quantizes token t of `a` (sized by quantize_int8_acts) from x, that token's `in` values.
-void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Acts& a, int64_t t);
-void quantize_int8_row_avx2(const float* x, int group_size, int bits, Int8Acts& a, int64_t t);
-void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts& a, int64_t t);
-using QuantizeInt8RowFn = void (*)(const float* x, int group_size, int bits, Int8Acts& a, int64_t t);
+// Quantizes groups g0 .. g1-1 of token t of `a` from x, that token's `in` values (groups are
+// independent: the threads that compute parts of a row may each quantize theirs).
+void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0, int64_t g1);
+void quantize_int8_row_avx2(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0, int64_t g1);
+void quantize_int8_row_avx512(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0, int64_t g1);
+using QuantizeInt8RowFn = void (*)(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0,
+                                   int64_t g1);
 
 // The int8 tiles of an MLX affine weight with 4- or 8-bit codes (u8, tile after tile).
 Tensor int8_tiles(const ops::Weight& w);
@@ -170,8 +173,11 @@ Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int 
 // and code width, are shared, not recomputed.
 class LinearKernel {
  public:
+  // On the int8 path the kernel quantizes x, unless a kernel of same_input already did for the
+  // same group size and bits, or `quantized` holds x's activations for them.
   LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_t T,
-               std::span<const LinearKernel> same_input = {});
+               std::span<const LinearKernel> same_input = {},
+               const std::shared_ptr<const Int8Acts>& quantized = nullptr);
   void operator()(const LinearRows& job) const;
 
  private:

@@ -199,12 +199,13 @@ KVLM_TARGET void linear_int8_simd_bits(const LinearRows& job, const Int8Acts& ac
 }
 
 // quantize_int8_row_portable's values: the same lane sums and fold, maxima, products and rounding.
-KVLM_TARGET void quantize_int8_row_simd(const float* x, int group_size, int bits, Int8Acts& a, int64_t t) {
+KVLM_TARGET void quantize_int8_row_simd(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0,
+                                        int64_t g1) {
   const int64_t G = group_size;
   const int32_t mid = 1 << (bits - 1);
   int8_t* q = a.q.data() + t * a.in;
   const Vec magic = Vec::set1(12582912.0f);  // round_to_int8's constant
-  for (int64_t g = 0; g < a.groups; ++g) {
+  for (int64_t g = g0; g < g1; ++g) {
     const float* xg = x + g * G;
     Vec lanes = Vec::load(xg);
     for (int64_t c = kDotLanes; c < G; c += kDotLanes) lanes = Vec::add(lanes, Vec::load(xg + c));

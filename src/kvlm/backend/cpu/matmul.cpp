@@ -1,5 +1,6 @@
 // Embedding gather and linear layers against every weight format (dense f32/f16/bf16, MLX affine).
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "kvlm/backend/profile.h"
@@ -148,7 +149,7 @@ Tensor embedding(const Weight& table, std::span<const int32_t> ids) {
   return out;
 }
 
-std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws) {
+std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws, const QuantizedInput& quantized) {
   const ProfileScope profile(OpKind::kLinear);
   cpu::check_f32(x, 2, "linear", "input");
   const int64_t T = x.dim(0);
@@ -164,7 +165,7 @@ std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> 
   kernels.reserve(ws.size());
   for (const Weight* w : ws)
     kernels.emplace_back(cpu::cpu_isa(), *w, x.data<float>(), T,
-                         std::span<const cpu::LinearKernel>(kernels.data(), kernels.size()));
+                         std::span<const cpu::LinearKernel>(kernels.data(), kernels.size()), quantized);
   // The parts of up to kOnStack weights (q/k/v: 3) sit beside the call on the stack.
   constexpr size_t kOnStack = 4;
   LinearPart on_stack[kOnStack];
@@ -215,12 +216,13 @@ void read_ahead(std::span<const Weight* const> ws) {
   for (size_t i = 0; i < ranges.size(); ++i) pool.read_ahead(int(i), ranges[i].p, ranges[i].bytes);
 }
 
-Tensor linear(const Tensor& x, const Weight& w) {
+Tensor linear(const Tensor& x, const Weight& w, const QuantizedInput& quantized) {
   const Weight* one[] = {&w};
-  return std::move(linear_many(x, one)[0]);
+  return std::move(linear_many(x, one, quantized)[0]);
 }
 
-Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act) {
+Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act, const Weight* next,
+                    QuantizedInput* next_input) {
   const ProfileScope profile(OpKind::kLinear);
   cpu::check_f32(x, 2, "gated_linear", "input");
   check_input(x, gate);
@@ -233,9 +235,16 @@ Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateA
   Tensor out = Tensor::empty({T, n}, DType::kF32);
   const cpu::LinearKernel gate_kernel(cpu::cpu_isa(), gate, x.data<float>(), T);
   const cpu::LinearKernel up_kernel(cpu::cpu_isa(), up, x.data<float>(), T, {&gate_kernel, 1});
+  // The next layer's int8 activations, quantized here by whole groups: pieces start on them.
+  std::shared_ptr<cpu::Int8Acts> codes;
+  if (next_input && next && cpu::uses_int8(*next) && next->in_features == n)
+    codes = std::make_shared<cpu::Int8Acts>(T, n, next->quant->group_size, next->quant->bits);
+  const int G = codes ? next->quant->group_size : 1;
+  const cpu::QuantizeInt8RowFn quantize = codes ? cpu::int8_kernels(cpu::cpu_isa()).quantize : nullptr;
+  const int64_t grain = std::lcm(kRowBlock, int64_t(G));
   // A thread's rows in pieces whose two projections (T x piece floats each) stay in L2.
-  const int64_t piece = std::max<int64_t>(kRowBlock, kGatePieceFloats / T / kRowBlock * kRowBlock);
-  thread_pool().parallel_for(size_t(n), size_t(kRowBlock), [&](size_t b, size_t e) {
+  const int64_t piece = std::max<int64_t>(grain, kGatePieceFloats / T / grain * grain);
+  thread_pool().parallel_for(size_t(n), size_t(grain), [&](size_t b, size_t e) {
     thread_local std::vector<float> g, u;
     for (int64_t lo = int64_t(b); lo < int64_t(e); lo += piece) {
       const int64_t hi = std::min(int64_t(e), lo + piece), m = hi - lo;
@@ -243,10 +252,14 @@ Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateA
       u.resize(size_t(T * m));
       linear_rows(gate_kernel, x.data<float>(), T, gate, lo, hi, g.data(), m);
       linear_rows(up_kernel, x.data<float>(), T, up, lo, hi, u.data(), m);
-      for (int64_t t = 0; t < T; ++t)
-        cpu::gate_multiply(g.data() + t * m, u.data() + t * m, out.data<float>() + t * n + lo, m, act);
+      for (int64_t t = 0; t < T; ++t) {
+        float* row = out.data<float>() + t * n;
+        cpu::gate_multiply(g.data() + t * m, u.data() + t * m, row + lo, m, act);
+        if (codes) quantize(row, G, codes->bits, *codes, t, lo / G, hi / G);
+      }
     }
   });
+  if (codes) *next_input = std::move(codes);
   return out;
 }
 
