@@ -281,48 +281,77 @@ TEST(LinearInt8, ManySharesQuantizedActivationsOnlyWhereTheyMatch) {
   }
 }
 
-TEST(LinearInt8, GatedLinearQuantizesTheNextLayersInput) {
-  // gated_linear hands down the int8 activations of its result for the layer that reads it; they
-  // are byte for byte those the layer would quantize itself, on 1 and 3 threads and for T = 40,
-  // where one thread's rows are computed in two pieces. A next layer on the exact path gets none.
+// Activations an op quantized for `w` are byte for byte those linear would quantize from its
+// result h, and linear gives the same bits with them as without.
+void expect_quantized_for(const Tensor& h, const ops::QuantizedInput& acts, const ops::Weight& w,
+                          const std::string& at) {
+  ASSERT_TRUE(acts) << at;
+  const int64_t T = h.dim(0);
+  const Int8Acts want = quantize_int8_acts(cpu_isa(), h.data<float>(), T, h.dim(1), w.quant->group_size, w.quant->bits);
+  EXPECT_TRUE(same_bytes(acts->q, want.q)) << at;
+  EXPECT_TRUE(same_bytes(acts->d, want.d)) << at;
+  EXPECT_TRUE(same_bytes(acts->sx, want.sx)) << at;
+  EXPECT_TRUE(same_bytes(acts->base, want.base)) << at;
+  const Tensor with = ops::linear(h, w, acts), without = ops::linear(h, w);
+  EXPECT_EQ(std::memcmp(with.data<float>(), without.data<float>(), size_t(T * w.out_features) * sizeof(float)), 0)
+      << at;
+}
+
+Tensor tensor_of(const std::vector<float>& v, int64_t rows, int64_t cols) { return Tensor::from_f32(v, {rows, cols}); }
+
+TEST(LinearInt8, NormAndGatedLinearQuantizeTheNextLayersInput) {
+  // A decoder's MLP: the norm quantizes its rows for gate/up, gated_linear the result for down.
+  // On 1 and 3 threads and for T = 40, where one thread's rows of gated_linear are computed in two
+  // pieces, the hand-downs are the activations each layer would quantize, and the chain's result
+  // has the bits of the chain without them.
   const int64_t in = 256, n = 960;
   const QuantWeight gate = quantized(n, in, 4, 64, DType::kBF16, 41);
   const QuantWeight up = quantized(n, in, 4, 64, DType::kBF16, 42);
+  const Tensor norm_weight = tensor_of(normal(size_t(in), 40), 1, in).reshape({in});
   for (int bits : {4, 8})
     for (int64_t T : {1, 7, 40})
       for (int threads : {1, 3}) {
         const QuantWeight down = quantized(23, n, bits, 64, DType::kBF16, 43);
-        const auto xv = normal(size_t(T * in), 44);
-        Tensor x = Tensor::empty({T, in}, DType::kF32);
-        std::memcpy(x.data<float>(), xv.data(), xv.size() * sizeof(float));
-        ThreadPool pool(threads);
-        ops::set_thread_pool(&pool);
-        ops::QuantizedInput acts;
-        const Tensor h = ops::gated_linear(x, gate.w, up.w, ops::GateActivation::kSiLU, &down.w, &acts);
-        const Tensor with = ops::linear(h, down.w, acts);
-        const Tensor without = ops::linear(h, down.w);
-        ops::set_thread_pool(nullptr);
+        const Tensor x = tensor_of(normal(size_t(T * in), 44), T, in);
         const std::string at = "q" + std::to_string(bits) + " T " + std::to_string(T) + " threads " +
                                std::to_string(threads);
-        ASSERT_TRUE(acts) << at;
-        const Int8Acts want = quantize_int8_acts(cpu_isa(), h.data<float>(), T, n, 64, bits);
-        EXPECT_TRUE(same_bytes(acts->q, want.q)) << at;
-        EXPECT_TRUE(same_bytes(acts->d, want.d)) << at;
-        EXPECT_TRUE(same_bytes(acts->sx, want.sx)) << at;
-        EXPECT_TRUE(same_bytes(acts->base, want.base)) << at;
-        EXPECT_EQ(std::memcmp(with.data<float>(), without.data<float>(), size_t(T * 23) * sizeof(float)), 0) << at;
+        ThreadPool pool(threads);
+        ops::set_thread_pool(&pool);
+        ops::QuantizedInput normed_acts, gated_acts;
+        const Tensor normed = ops::rms_norm(x, norm_weight, 1e-6f, ops::NormWeight::kPlain, &gate.w, &normed_acts);
+        expect_quantized_for(normed, normed_acts, gate.w, at + " norm");
+        const Tensor h = ops::gated_linear(normed, gate.w, up.w, ops::GateActivation::kSiLU, normed_acts, &down.w,
+                                           &gated_acts);
+        const Tensor plain = ops::gated_linear(normed, gate.w, up.w, ops::GateActivation::kSiLU);
+        EXPECT_EQ(std::memcmp(h.data<float>(), plain.data<float>(), size_t(T * n) * sizeof(float)), 0) << at;
+        expect_quantized_for(h, gated_acts, down.w, at + " gated");
+        ops::set_thread_pool(nullptr);
       }
+}
+
+TEST(LinearInt8, OnlyLayersOnTheInt8PathGetQuantizedInput) {
+  // Activations are quantized for the next layer's group size; one on the exact path gets none,
+  // and a stale hand-down is cleared.
+  const int64_t in = 256, n = 960;
+  const QuantWeight gate = quantized(n, in, 4, 64, DType::kBF16, 41);
+  const QuantWeight up = quantized(n, in, 4, 64, DType::kBF16, 42);
   const QuantWeight g32 = quantized(5, n, 4, 32, DType::kBF16, 45);
-  const auto xv = normal(size_t(in), 46);
+  const Tensor x = tensor_of(normal(size_t(in), 46), 1, in);
   ops::QuantizedInput acts;
-  ops::gated_linear(Tensor::from_f32(xv, {1, in}), gate.w, up.w, ops::GateActivation::kSiLU, &g32.w, &acts);
-  EXPECT_TRUE(acts);  // quantized for g32's group size, and taken by it
+  ops::gated_linear(x, gate.w, up.w, ops::GateActivation::kSiLU, nullptr, &g32.w, &acts);
+  ASSERT_TRUE(acts);
   EXPECT_EQ(acts->groups, n / 32);
   QuantWeight exact = quantized(5, n, 4, 64, DType::kBF16, 47);
   exact.w.matmul = ops::MatmulPath::kExact;
-  ops::QuantizedInput none;
-  ops::gated_linear(Tensor::from_f32(xv, {1, in}), gate.w, up.w, ops::GateActivation::kSiLU, &exact.w, &none);
-  EXPECT_FALSE(none);
+  ops::gated_linear(x, gate.w, up.w, ops::GateActivation::kSiLU, nullptr, &exact.w, &acts);
+  EXPECT_FALSE(acts);
+  const Tensor norm_weight = tensor_of(normal(size_t(in), 40), 1, in).reshape({in});
+  ops::rms_norm(x, norm_weight, 1e-6f, ops::NormWeight::kPlain, &gate.w, &acts);
+  ASSERT_TRUE(acts);
+  exact = quantized(5, in, 4, 64, DType::kBF16, 48);
+  exact.w.matmul = ops::MatmulPath::kExact;
+  ops::rms_norm(x, norm_weight, 1e-6f, ops::NormWeight::kPlain, &exact.w, &acts);
+  EXPECT_FALSE(acts);
 }
 
 }  // namespace

@@ -116,18 +116,21 @@ enum class GateActivation { kSiLU, kGeluTanh };
 // act(x · gateᵀ) * (x · upᵀ), with exactly the bits of gated_activation(linear(x, gate),
 // linear(x, up), act), in one pool round: each thread applies the activation to the rows it has
 // just computed, while they are in its cache, instead of writing both projections out and reading
-// them back in a separate pass (at 512 tokens of the 0.5B shape, 2 x 10 MB per layer). With
-// `next` (the layer that reads the result) on the int8 path, each thread also quantizes the groups
-// it computed, into *next_input, for linear(result, *next, *next_input).
+// them back in a separate pass (at 512 tokens of the 0.5B shape, 2 x 10 MB per layer). `quantized`
+// is x's, as for linear. With `next` (the layer that reads the result) on the int8 path, each
+// thread also quantizes the groups it computed, into *next_input, for
+// linear(result, *next, *next_input).
 Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act,
-                    const Weight* next = nullptr, QuantizedInput* next_input = nullptr);
+                    const QuantizedInput& quantized = nullptr, const Weight* next = nullptr,
+                    QuantizedInput* next_input = nullptr);
 
 enum class NormWeight { kPlain, kOnePlus };  // w·x̂ (llama) or (1+w)·x̂ (gemma)
 
 // RMSNorm over the last dimension of x [rows, n]: x / sqrt(mean(x²) + eps) · w. Returns a new
-// tensor; `weight` is [n] in any float dtype.
-Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps,
-                NormWeight kind = NormWeight::kPlain);
+// tensor; `weight` is [n] in any float dtype. With `next` (a layer that reads the result) on the
+// int8 path, each row is also quantized for it, into *next_input, as gated_linear does.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kind = NormWeight::kPlain,
+                const Weight* next = nullptr, QuantizedInput* next_input = nullptr);
 
 // act(gate) * up, elementwise over [T, n] f32.
 Tensor gated_activation(const Tensor& gate, const Tensor& up, GateActivation act);

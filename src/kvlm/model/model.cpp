@@ -93,9 +93,10 @@ struct Model::Impl {
   explicit Impl(Checkpoint c) : ckpt(std::move(c)) {}
   void load_weights(ops::MatmulPath matmul, bool panels);
   void check_batch(const Batch& b) const;
-  Tensor attention_block(const LayerWeights& lw, int layer, const Tensor& x, const Batch& b,
-                         const Tensor& rotations) const;
-  Tensor mlp_block(const LayerWeights& lw, int layer, const Tensor& x) const;
+  // x is the normed input; xq, when the norm quantized it, its int8 activations for q/k/v (gate/up).
+  Tensor attention_block(const LayerWeights& lw, int layer, const Tensor& x, const ops::QuantizedInput& xq,
+                         const Batch& b, const Tensor& rotations) const;
+  Tensor mlp_block(const LayerWeights& lw, int layer, const Tensor& x, const ops::QuantizedInput& xq) const;
 };
 
 void Model::Impl::load_weights(ops::MatmulPath matmul, bool panels) {
@@ -177,11 +178,11 @@ void Model::Impl::check_batch(const Batch& b) const {
 }
 
 Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Tensor& x,
-                                    const Batch& b, const Tensor& rotations) const {
+                                    const ops::QuantizedInput& xq, const Batch& b, const Tensor& rotations) const {
   const int64_t T = x.dim(0), Hq = cfg.num_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
   const ops::Weight* qkv_weights[] = {&lw.q, &lw.k, &lw.v};
   read_ahead(lw.o);
-  const std::vector<Tensor> qkv = ops::linear_many(x, qkv_weights);
+  const std::vector<Tensor> qkv = ops::linear_many(x, qkv_weights, xq);
   Tensor q = qkv[0].reshape({T, Hq, D});
   Tensor k = qkv[1].reshape({T, Hkv, D});
   const Tensor v = qkv[2].reshape({T, Hkv, D});
@@ -206,10 +207,11 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
   return ops::linear(attended, lw.o);
 }
 
-Tensor Model::Impl::mlp_block(const LayerWeights& lw, int layer, const Tensor& x) const {
+Tensor Model::Impl::mlp_block(const LayerWeights& lw, int layer, const Tensor& x,
+                              const ops::QuantizedInput& xq) const {
   read_ahead(lw.down);
   ops::QuantizedInput down_input;
-  const Tensor gated = ops::gated_linear(x, lw.gate, lw.up, cfg.mlp_activation, &lw.down, &down_input);
+  const Tensor gated = ops::gated_linear(x, lw.gate, lw.up, cfg.mlp_activation, xq, &lw.down, &down_input);
   // Next come the norm and the next layer's q/k/v, or after the last layer the vocabulary.
   if (layer + 1 < cfg.num_layers) {
     const LayerWeights& next = layers[size_t(layer + 1)];
@@ -238,10 +240,12 @@ Tensor Model::forward(const Batch& b) {
   if (c.embedding_scale != 1.0f) ops::scale_inplace(x, c.embedding_scale);
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& lw = m.layers[size_t(l)];
-    const Tensor a = m.attention_block(lw, l, ops::rms_norm(x, lw.input_norm, c.rms_norm_eps), b, rotations);
-    ops::add_scaled_inplace(x, a, c.residual_scale);
-    const Tensor f = m.mlp_block(lw, l, ops::rms_norm(x, lw.post_attention_norm, c.rms_norm_eps));
-    ops::add_scaled_inplace(x, f, c.residual_scale);
+    constexpr auto kPlain = ops::NormWeight::kPlain;
+    ops::QuantizedInput xq;
+    const Tensor attention_in = ops::rms_norm(x, lw.input_norm, c.rms_norm_eps, kPlain, &lw.q, &xq);
+    ops::add_scaled_inplace(x, m.attention_block(lw, l, attention_in, xq, b, rotations), c.residual_scale);
+    const Tensor mlp_in = ops::rms_norm(x, lw.post_attention_norm, c.rms_norm_eps, kPlain, &lw.gate, &xq);
+    ops::add_scaled_inplace(x, m.mlp_block(lw, l, mlp_in, xq), c.residual_scale);
   }
   for (const SequenceBatchView& s : b.seqs) s.kv->commit_append(s.n_new);
   if (!b.want_logits) return Tensor::empty({0, c.vocab_size}, DType::kF32);

@@ -6,6 +6,7 @@
 
 #include "kvlm/backend/profile.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/backend/cpu/vector_math.h"
 #include "kvlm/base/thread_pool.h"
 
@@ -36,7 +37,8 @@ const float* norm_multipliers(const Tensor& weight, NormWeight kind, std::vector
 
 }  // namespace
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kind) {
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kind, const Weight* next,
+                QuantizedInput* next_input) {
   const ProfileScope profile(OpKind::kNorm);
   cpu::check_f32(x, 2, "rms_norm", "input");
   cpu::check_cpu_contiguous(weight, "rms_norm", "weight");
@@ -49,9 +51,14 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps, NormWeight kin
   const float* xp = x.data<float>();
   float* op = out.data<float>();
   const auto norm_row = cpu::vector_math().rms_norm_row;
+  cpu::Int8ActsWriter codes(next_input ? next : nullptr, rows, n);
   thread_pool().parallel_for(size_t(rows), kRowGrain, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; ++r) norm_row(xp + int64_t(r) * n, w, n, eps, op + int64_t(r) * n);
+    for (size_t r = b; r < e; ++r) {
+      norm_row(xp + int64_t(r) * n, w, n, eps, op + int64_t(r) * n);
+      if (codes) codes.write(op + int64_t(r) * n, int64_t(r), 0, n);
+    }
   });
+  codes.finish(next_input);
   return out;
 }
 

@@ -65,6 +65,13 @@ Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int 
   return a;
 }
 
+Int8ActsWriter::Int8ActsWriter(const ops::Weight* next, int64_t T, int64_t width) {
+  if (!next || !uses_int8(*next) || next->in_features != width) return;
+  group_size_ = next->quant->group_size;
+  acts_ = std::make_shared<Int8Acts>(T, width, group_size_, next->quant->bits);
+  quantize_ = int8_kernels(cpu_isa()).quantize;
+}
+
 Tensor int8_tiles(const ops::Weight& w) {
   const int bits = w.quant->bits, G = w.quant->group_size;
   const int64_t rows = w.out_features, groups = w.in_features / G, words = G * bits / 32;

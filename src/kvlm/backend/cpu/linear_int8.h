@@ -166,6 +166,30 @@ Int8Kernels int8_kernels(Isa isa);
 // parallel.
 Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int group_size, int bits);
 
+// The int8 activations of an op's result quantized by the op itself, for the linear layer `next`
+// that reads the result (ops::QuantizedInput): each thread quantizes the whole groups it has just
+// written, while they are in its cache, and the layer needs no quantization round of its own.
+// Empty (and write() not to be called) unless `next` takes the int8 path with `width` inputs.
+class Int8ActsWriter {
+ public:
+  Int8ActsWriter(const ops::Weight* next, int64_t T, int64_t width);
+  explicit operator bool() const { return acts_ != nullptr; }
+  int group_size() const { return group_size_; }
+  // Quantizes columns [c0, c1) of token t, whole groups, from `row` (all of the token's values).
+  void write(const float* row, int64_t t, int64_t c0, int64_t c1) const {
+    quantize_(row, group_size_, acts_->bits, *acts_, t, c0 / group_size_, c1 / group_size_);
+  }
+  // Hands the activations (null when empty) to *out once every group of every token is written.
+  void finish(std::shared_ptr<const Int8Acts>* out) {
+    if (out) *out = std::move(acts_);
+  }
+
+ private:
+  std::shared_ptr<Int8Acts> acts_;
+  int group_size_ = 1;
+  QuantizeInt8RowFn quantize_ = nullptr;
+};
+
 // The kernel ops::linear runs for one call: the exact kernel with x packed for its tiles, or for a
 // weight that uses_int8 the int8 kernel with x quantized, either done here, once, before the output
 // rows are split among threads. `same_input` are kernels already built for the same x

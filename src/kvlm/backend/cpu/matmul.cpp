@@ -221,8 +221,8 @@ Tensor linear(const Tensor& x, const Weight& w, const QuantizedInput& quantized)
   return std::move(linear_many(x, one, quantized)[0]);
 }
 
-Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act, const Weight* next,
-                    QuantizedInput* next_input) {
+Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateActivation act,
+                    const QuantizedInput& quantized, const Weight* next, QuantizedInput* next_input) {
   const ProfileScope profile(OpKind::kLinear);
   cpu::check_f32(x, 2, "gated_linear", "input");
   check_input(x, gate);
@@ -233,15 +233,11 @@ Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateA
   });
   const int64_t T = x.dim(0), n = gate.out_features;
   Tensor out = Tensor::empty({T, n}, DType::kF32);
-  const cpu::LinearKernel gate_kernel(cpu::cpu_isa(), gate, x.data<float>(), T);
-  const cpu::LinearKernel up_kernel(cpu::cpu_isa(), up, x.data<float>(), T, {&gate_kernel, 1});
-  // The next layer's int8 activations, quantized here by whole groups: pieces start on them.
-  std::shared_ptr<cpu::Int8Acts> codes;
-  if (next_input && next && cpu::uses_int8(*next) && next->in_features == n)
-    codes = std::make_shared<cpu::Int8Acts>(T, n, next->quant->group_size, next->quant->bits);
-  const int G = codes ? next->quant->group_size : 1;
-  const cpu::QuantizeInt8RowFn quantize = codes ? cpu::int8_kernels(cpu::cpu_isa()).quantize : nullptr;
-  const int64_t grain = std::lcm(kRowBlock, int64_t(G));
+  const cpu::LinearKernel gate_kernel(cpu::cpu_isa(), gate, x.data<float>(), T, {}, quantized);
+  const cpu::LinearKernel up_kernel(cpu::cpu_isa(), up, x.data<float>(), T, {&gate_kernel, 1}, quantized);
+  // The next layer's int8 activations are quantized by whole groups: pieces start on them.
+  cpu::Int8ActsWriter codes(next_input ? next : nullptr, T, n);
+  const int64_t grain = std::lcm(kRowBlock, int64_t(codes.group_size()));
   // A thread's rows in pieces whose two projections (T x piece floats each) stay in L2.
   const int64_t piece = std::max<int64_t>(grain, kGatePieceFloats / T / grain * grain);
   thread_pool().parallel_for(size_t(n), size_t(grain), [&](size_t b, size_t e) {
@@ -255,11 +251,11 @@ Tensor gated_linear(const Tensor& x, const Weight& gate, const Weight& up, GateA
       for (int64_t t = 0; t < T; ++t) {
         float* row = out.data<float>() + t * n;
         cpu::gate_multiply(g.data() + t * m, u.data() + t * m, row + lo, m, act);
-        if (codes) quantize(row, G, codes->bits, *codes, t, lo / G, hi / G);
+        if (codes) codes.write(row, t, lo, hi);
       }
     }
   });
-  if (codes) *next_input = std::move(codes);
+  codes.finish(next_input);
   return out;
 }
 
