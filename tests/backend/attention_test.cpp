@@ -8,6 +8,7 @@
 #include <random>
 #include <string_view>
 
+#include "int8_test_util.h"
 #include "kvlm/backend/cpu/attention_codes.h"
 #include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/backend/cpu/isa.h"
@@ -426,6 +427,36 @@ TEST(Attention, BatchEqualsPerSequenceCalls) {
     }
   }
   set_thread_pool(nullptr);
+}
+
+// attention_batch quantizes its rows for an int8 output projection in the round that finishes
+// them: the task round in decode of short contexts, the merge round for rows of several chunks or
+// of a codec that rotates values. Query heads of a kv head that split a group get none.
+TEST(Attention, BatchQuantizesItsRowsForTheOutputProjection) {
+  const PagedFixture exact(kv_passthrough_spec(DType::kBF16), 700), rotating(kv_turbo_spec(8, 3), 40);
+  const int64_t heads = 8, D = 64;
+  const cpu::QuantWeight o = cpu::quantized(24, heads * D, 4, 64, DType::kBF16, 51);
+  struct Case { const PagedFixture* f; int64_t n_past, n; const char* what; };
+  for (const Case& c : {Case{&exact, 100, 3, "one chunk"}, Case{&exact, 600, 5, "several chunks"},
+                        Case{&rotating, 30, 2, "rotated values"}})
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      set_thread_pool(&pool);
+      const AttentionSequence seqs[] = {{random_queries(c.n, heads, D, 52), c.f->view(), c.n_past},
+                                        {random_queries(1, heads, D, 53), c.f->view(), c.n_past / 2}};
+      QuantizedInput acts;
+      const Tensor out = attention_batch(seqs, {0.125f, 0}, &o.w, &acts);
+      const Tensor plain = attention_batch(seqs, {0.125f, 0});
+      EXPECT_TRUE(same_bits(out, plain)) << c.what;
+      cpu::expect_quantized_for(out, acts, o.w, std::string(c.what) + " threads " + std::to_string(threads));
+      set_thread_pool(nullptr);
+    }
+  const cpu::QuantWeight g128 = cpu::quantized(24, heads * D, 4, 128, DType::kBF16, 54);
+  const PagedFixture eight_heads(kv_passthrough_spec(DType::kBF16), 40, D, 8);  // 64 columns each
+  const AttentionSequence seq[] = {{random_queries(1, heads, D, 55), eight_heads.view(), 20}};
+  QuantizedInput acts;
+  attention_batch(seq, {0.125f, 0}, &g128.w, &acts);
+  EXPECT_FALSE(acts);
 }
 
 TEST(Attention, BatchRefusesSequencesOfDifferentShapes) {

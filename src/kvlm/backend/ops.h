@@ -244,7 +244,10 @@ struct AttentionSequence {
 // ops::attention for several sequences of one layer at once: one thread-pool round runs every
 // sequence's chunks, one more merges them. Returns f32 [sum of n, heads*head_dim], the
 // sequences' rows in order, each exactly what ops::attention gives for its sequence alone. The
-// sequences must agree in heads, head_dim and kv heads (their codecs may differ).
-Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionParams& p);
+// sequences must agree in heads, head_dim and kv heads (their codecs may differ). With `next`
+// (the output projection) on the int8 path, the rows are also quantized for it, into *next_input,
+// as gated_linear does, when a kv head's query heads span whole groups of its input.
+Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionParams& p,
+                       const Weight* next = nullptr, QuantizedInput* next_input = nullptr);
 
 }  // namespace kvlm::ops

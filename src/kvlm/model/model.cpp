@@ -202,9 +202,10 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
     seqs.push_back({q.slice(0, row, end), kv, s.n_past});
     row = end;
   }
-  const Tensor attended = ops::attention_batch(seqs, lw.attention);
+  ops::QuantizedInput o_input;
+  const Tensor attended = ops::attention_batch(seqs, lw.attention, &lw.o, &o_input);
   read_ahead(lw.gate);
-  return ops::linear(attended, lw.o);
+  return ops::linear(attended, lw.o, o_input);
 }
 
 Tensor Model::Impl::mlp_block(const LayerWeights& lw, int layer, const Tensor& x,

@@ -19,6 +19,7 @@
 #include "kvlm/backend/cpu/attention_codes.h"
 #include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/backend/cpu/cpu_kernels.h"
+#include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/backend/cpu/vector_math.h"
 #include "kvlm/backend/profile.h"
 #include "kvlm/base/thread_pool.h"
@@ -329,7 +330,8 @@ void kv_write(const Tensor& k, const Tensor& v, const PagedKV& kv, int64_t start
   }
 }
 
-Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionParams& p) {
+Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionParams& p, const Weight* next,
+                       QuantizedInput* next_input) {
   const ProfileScope profile(OpKind::kAttention);
   check(!seqs.empty(), "attention: no sequences");
   int64_t heads = 0, D = 0;
@@ -392,6 +394,15 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
   const size_t slot_floats = size_t(group) * size_t(D + 2);
   std::vector<float> partial(size_t(partials) * slot_floats);
   std::vector<float> single_stats(size_t(total * kv_heads) * 2 * size_t(group));
+  // Multi-chunk rows are merged, and rows of codecs that rotate values mapped back, in a second
+  // pool round, skipped when no row needs either (decode of short contexts).
+  const bool merge = partials > 0 || std::any_of(jobs.begin(), jobs.end(), [](const SeqJob& j) {
+    return j.kv->codec->rotates_values();
+  });
+  // The output quantized for `next` by the round that finishes each row's kv-head slice: whole
+  // groups when a slice (group query heads) is.
+  const bool whole_groups = next && next->quant && (group * D) % next->quant->group_size == 0;
+  cpu::Int8ActsWriter codes(next_input && whole_groups ? next : nullptr, total, heads * D);
 
   thread_pool().parallel_for(tasks.size(), 1, [&](size_t b, size_t e) {
     std::vector<float> scratch;
@@ -418,14 +429,13 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
       }
       cpu::attention_chunk(job.ops, *job.kv->codec, cpu::kv_rows(*job.kv, task.kv_head), group,
                            p.scale, task.begin, queries, scratch, job.path ? &*job.path : nullptr);
+      if (codes && !merge)
+        for (int64_t gt = task.token_begin; gt < task.token_end; ++gt)
+          codes.write(op + gt * heads * D, gt, task.kv_head * group * D, (task.kv_head + 1) * group * D);
     }
   });
 
-  // Merge multi-chunk rows in chunk order, then map every output row back from the value domain:
-  // a second pool round, skipped when no row needs either (decode of short contexts).
-  const bool merge = partials > 0 || std::any_of(jobs.begin(), jobs.end(), [](const SeqJob& j) {
-    return j.kv->codec->rotates_values();
-  });
+  // Merge multi-chunk rows in chunk order, then map every output row back from the value domain.
   if (merge) thread_pool().parallel_for(size_t(total * kv_heads), 1, [&](size_t b, size_t e) {
     std::vector<float> factor;
     for (size_t r = b; r < e; ++r) {
@@ -454,8 +464,10 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
         }
       }
       for (int g = 0; g < group; ++g) job.kv->codec->inverse_value_transform(o + g * D);
+      if (codes) codes.write(op + gt * heads * D, gt, h * group * D, (h + 1) * group * D);
     }
   });
+  codes.finish(next_input);
   return out;
 }
 
