@@ -36,9 +36,9 @@ std::vector<int32_t> distinct(std::span<const int32_t> tokens) {
 // cache-friendly.
 using Ranked = cpu::IndexedValue;
 
-// The rank order of every filter: larger value first, ties → lower id first.
-// Larger values first, ties by lower id. A function object, so that nth_element and sort inline
-// the compare (through a function pointer they spent 80% of a top-p/top-k sample calling it).
+// The rank order of every filter: larger value first, ties → lower id first. A function object,
+// so that nth_element and sort inline the compare (through a function pointer they spent 80% of a
+// top-p/top-k sample calling it).
 constexpr auto ranks_before = [](const Ranked& a, const Ranked& b) {
   return a.value > b.value || (a.value == b.value && a.id < b.id);
 };

@@ -2,11 +2,10 @@
 // Row kernels of the elementwise ops: exp and the functions built on it (softmax, SiLU), the
 // RMSNorm of one row, division by a scalar, the residual add and the rotation of RoPE, and the
 // sampler's passes over a vocabulary (argmax, a sum in double, log-softmax, the tokens above a
-// floor and their mass). std::exp
-// has no vector form, so kvlm defines exp by one fixed sequence of operations (Cody-Waite
-// reduction by ln 2, a degree-6 polynomial evaluated with fma, scaling by 2^n through the exponent
-// bits) that the portable scalar code and the AVX2 / AVX-512 code all perform identically: every
-// path gives the same bits.
+// floor and their mass). std::exp has no vector form, so kvlm defines exp by one fixed sequence of
+// operations (Cody-Waite reduction by ln 2, a degree-6 polynomial evaluated with fma, scaling by
+// 2^n through the exponent bits) that the portable scalar code and the AVX2 / AVX-512 code all
+// perform identically: every path gives the same bits.
 // Within about 2 ulp of the true value on [-87, 88]; exp(x) = 0 below -87 (true values there are
 // under 1.7e-38), +inf above 88 (true overflow is at 88.72), NaN for NaN.
 #include <cmath>
