@@ -399,10 +399,8 @@ Tensor attention_batch(std::span<const AttentionSequence> seqs, const AttentionP
   const bool merge = partials > 0 || std::any_of(jobs.begin(), jobs.end(), [](const SeqJob& j) {
     return j.kv->codec->rotates_values();
   });
-  // The output quantized for `next` by the round that finishes each row's kv-head slice: whole
-  // groups when a slice (group query heads) is.
-  const bool whole_groups = next && next->quant && (group * D) % next->quant->group_size == 0;
-  cpu::Int8ActsWriter codes(next_input && whole_groups ? next : nullptr, total, heads * D);
+  // The output quantized for `next` by the round that finishes each row's kv-head slice.
+  cpu::Int8ActsWriter codes(next_input ? next : nullptr, total, heads * D, group * D);
 
   thread_pool().parallel_for(tasks.size(), 1, [&](size_t b, size_t e) {
     std::vector<float> scratch;

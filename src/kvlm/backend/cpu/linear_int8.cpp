@@ -65,8 +65,8 @@ Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int 
   return a;
 }
 
-Int8ActsWriter::Int8ActsWriter(const ops::Weight* next, int64_t T, int64_t width) {
-  if (!next || !uses_int8(*next) || next->in_features != width) return;
+Int8ActsWriter::Int8ActsWriter(const ops::Weight* next, int64_t T, int64_t width, int64_t part) {
+  if (!next || !uses_int8(*next) || next->in_features != width || part % next->quant->group_size != 0) return;
   group_size_ = next->quant->group_size;
   acts_ = std::make_shared<Int8Acts>(T, width, group_size_, next->quant->bits);
   quantize_ = int8_kernels(cpu_isa()).quantize;
@@ -182,8 +182,8 @@ LinearKernel::LinearKernel(Isa isa, const ops::Weight& w, const float* x, int64_
       acts_ = k.acts_;
       return;
     }
-  if (quantized && quantized->in == w.in_features && quantized->groups * group_size_ == w.in_features &&
-      quantized->bits == bits_) {
+  if (quantized && quantized->in == w.in_features && quantized->q.size() == size_t(T * w.in_features) &&
+      quantized->groups * group_size_ == w.in_features && quantized->bits == bits_) {
     acts_ = quantized;
     return;
   }

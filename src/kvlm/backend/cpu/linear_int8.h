@@ -169,10 +169,11 @@ Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int 
 // The int8 activations of an op's result quantized by the op itself, for the linear layer `next`
 // that reads the result (ops::QuantizedInput): each thread quantizes the whole groups it has just
 // written, while they are in its cache, and the layer needs no quantization round of its own.
-// Empty (and write() not to be called) unless `next` takes the int8 path with `width` inputs.
+// Empty (and write() not to be called) unless `next` takes the int8 path with `width` inputs and,
+// when threads write the row in parts of `part` columns, each part spans whole groups.
 class Int8ActsWriter {
  public:
-  Int8ActsWriter(const ops::Weight* next, int64_t T, int64_t width);
+  Int8ActsWriter(const ops::Weight* next, int64_t T, int64_t width, int64_t part = 0);
   explicit operator bool() const { return acts_ != nullptr; }
   int group_size() const { return group_size_; }
   // Quantizes columns [c0, c1) of token t, whole groups, from `row` (all of the token's values).
