@@ -1,6 +1,7 @@
 // ops::read_ahead_ranges: each pool thread (the caller at index 0) is pointed at the first bytes
 // of the rows that parallel_for gives it first, in the layout the kernels stream (rows, panels, the int8 path's
-// tiles), across the weights of one linear_many call, at most kReadAheadBytes of them.
+// tiles), across the weights of one linear_many call, at most kReadAheadBytes of them; a
+// ReadAheadPlan keeps them for the size of pool they were found for.
 #include <gtest/gtest.h>
 
 #include "kvlm/backend/cpu/linear_int8.h"
@@ -75,6 +76,22 @@ TEST(ReadAhead, ReadsAtMostItsBudget) {
   const Weight w = bf16_weight(2048, 256);  // each share: 1024 rows, 512 KB
   const Weight* one[] = {&w};
   for (const ReadAheadRange& r : ranges(one, 2)) EXPECT_EQ(r.bytes, kReadAheadBytes);
+}
+
+TEST(ReadAhead, APlanFindsItsRangesAgainForAPoolOfAnotherSize) {
+  const Weight q = bf16_weight(64, 32), k = bf16_weight(16, 32), v = bf16_weight(16, 32);
+  const ReadAheadPlan plan({&q, &k, &v});
+  const Weight* qkv[] = {&q, &k, &v};
+  const auto same = [](const std::vector<ReadAheadRange>& a, const std::vector<ReadAheadRange>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].p != b[i].p || a[i].bytes != b[i].bytes) return false;
+    return true;
+  };
+  for (int threads : {2, 3, 2, 1}) {
+    const ThreadPool pool(threads);
+    EXPECT_TRUE(same(plan.ranges(pool), read_ahead_ranges(qkv, pool))) << threads << " threads";
+  }
 }
 
 }  // namespace

@@ -95,13 +95,7 @@ Tensor linear(const Tensor& x, const Weight& w, const QuantizedInput& quantized 
 std::vector<Tensor> linear_many(const Tensor& x, std::span<const Weight* const> ws,
                                 const QuantizedInput& quantized = nullptr);
 
-// Has every pool thread fetch, while it waits, the start of the rows it will own when `ws` (rows
-// concatenated, as linear_many splits them) is computed next: decode calls this with the next
-// weight before the current op, so the memory keeps streaming while the caller works alone
-// (norms, RoPE, KV writes, quantizing activations) and while the caller waits at the end of a
-// round for the workers. Only a hint: results never change.
-void read_ahead(std::span<const Weight* const> ws);
-// The ranges read_ahead gives the threads 0 .. size()-1 of `pool` (index i for thread i, the
+// The ranges ReadAheadPlan gives the threads 0 .. size()-1 of `pool` (index i for thread i, the
 // caller at 0): where the rows parallel_for assigns thread i first lie in the bytes the kernels
 // stream (the int8 path's tiles, else the weight), at most kReadAheadBytes of them; empty past
 // the rows.
@@ -111,6 +105,27 @@ struct ReadAheadRange {
 };
 inline constexpr size_t kReadAheadBytes = 256 * 1024;  // stays in a 1 MB L2 through the ops between
 std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws, const ThreadPool& pool);
+
+// post() has every pool thread fetch, while it waits, the start of the rows it will own when `ws`
+// (rows concatenated, as linear_many splits them) is computed next: decode posts the next weight
+// before the current op, so the memory keeps streaming while the caller works alone (norms, RoPE,
+// KV writes) and while the caller waits at the end of a round for the workers. Only a hint:
+// results never change. The ranges are found once per pool size (pools of one size split rows
+// alike): finding them reads the weights' descriptions, which a step's stream of weights has
+// pushed out of the caches, a few hundred nanoseconds per call. The weights must outlive the
+// plan. Not thread-safe: one caller at a time (the model's forward pass).
+class ReadAheadPlan {
+ public:
+  ReadAheadPlan() = default;
+  explicit ReadAheadPlan(std::vector<const Weight*> ws) : ws_(std::move(ws)) {}
+  void post() const;
+  // read_ahead_ranges(ws, pool), found again only when the pool's size differs from the last call's.
+  const std::vector<ReadAheadRange>& ranges(const ThreadPool& pool) const;
+
+ private:
+  std::vector<const Weight*> ws_;
+  mutable std::vector<ReadAheadRange> ranges_;  // for a pool of ranges_.size() threads
+};
 
 enum class GateActivation { kSiLU, kGeluTanh };
 // act(x · gateᵀ) * (x · upᵀ), with exactly the bits of gated_activation(linear(x, gate),

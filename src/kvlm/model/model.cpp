@@ -11,15 +11,13 @@ namespace kvlm {
 
 namespace {
 
-void read_ahead(const ops::Weight& w) {
-  const ops::Weight* one[] = {&w};
-  ops::read_ahead(one);
-}
-
 struct LayerWeights {
   Tensor input_norm, post_attention_norm, q_norm, k_norm;
   ops::Weight q, k, v, o, gate, up, down;
   ops::AttentionParams attention;
+  // Read ahead before the op ahead of each linear: o, gate and down within the layer, q/k/v from
+  // the layer before. Made once the layers stop moving (they point at the weights above).
+  ops::ReadAheadPlan qkv_ahead, o_ahead, gate_ahead, down_ahead;
 };
 
 // How the model reads a weight: multiplied (linear layers, a tied vocabulary projection), or only
@@ -86,6 +84,7 @@ struct Model::Impl {
   Checkpoint ckpt;
   ModelConfig cfg;
   ops::Weight embed, head;
+  ops::ReadAheadPlan head_ahead;
   Tensor final_norm;
   std::vector<LayerWeights> layers;
   std::unique_ptr<KVPool> pool;
@@ -129,6 +128,13 @@ void Model::Impl::load_weights(ops::MatmulPath matmul, bool panels) {
     w.attention = {scale, c.layer_window[size_t(i)], matmul};
     layers.push_back(std::move(w));
   }
+  for (LayerWeights& w : layers) {
+    w.qkv_ahead = ops::ReadAheadPlan({&w.q, &w.k, &w.v});
+    w.o_ahead = ops::ReadAheadPlan({&w.o});
+    w.gate_ahead = ops::ReadAheadPlan({&w.gate});
+    w.down_ahead = ops::ReadAheadPlan({&w.down});
+  }
+  head_ahead = ops::ReadAheadPlan({&head});
 }
 
 std::unique_ptr<Model> Model::load(const std::string& model_dir, const ModelLoadOptions& opts) {
@@ -181,7 +187,7 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
                                     const ops::QuantizedInput& xq, const Batch& b, const Tensor& rotations) const {
   const int64_t T = x.dim(0), Hq = cfg.num_heads, Hkv = cfg.num_kv_heads, D = cfg.head_dim;
   const ops::Weight* qkv_weights[] = {&lw.q, &lw.k, &lw.v};
-  read_ahead(lw.o);
+  lw.o_ahead.post();
   const std::vector<Tensor> qkv = ops::linear_many(x, qkv_weights, xq);
   Tensor q = qkv[0].reshape({T, Hq, D});
   Tensor k = qkv[1].reshape({T, Hkv, D});
@@ -204,23 +210,17 @@ Tensor Model::Impl::attention_block(const LayerWeights& lw, int layer, const Ten
   }
   ops::QuantizedInput o_input;
   const Tensor attended = ops::attention_batch(seqs, lw.attention, &lw.o, &o_input);
-  read_ahead(lw.gate);
+  lw.gate_ahead.post();
   return ops::linear(attended, lw.o, o_input);
 }
 
 Tensor Model::Impl::mlp_block(const LayerWeights& lw, int layer, const Tensor& x,
                               const ops::QuantizedInput& xq) const {
-  read_ahead(lw.down);
+  lw.down_ahead.post();
   ops::QuantizedInput down_input;
   const Tensor gated = ops::gated_linear(x, lw.gate, lw.up, cfg.mlp_activation, xq, &lw.down, &down_input);
   // Next come the norm and the next layer's q/k/v, or after the last layer the vocabulary.
-  if (layer + 1 < cfg.num_layers) {
-    const LayerWeights& next = layers[size_t(layer + 1)];
-    const ops::Weight* qkv[] = {&next.q, &next.k, &next.v};
-    ops::read_ahead(qkv);
-  } else {
-    read_ahead(head);
-  }
+  (layer + 1 < cfg.num_layers ? layers[size_t(layer + 1)].qkv_ahead : head_ahead).post();
   return ops::linear(gated, lw.down, down_input);
 }
 

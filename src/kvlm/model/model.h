@@ -78,6 +78,7 @@ class Model {
   // length) and returns f32 logits [rows, vocab] for the requested rows, in the order of
   // logit_rows (or of seqs when logit_rows is empty). Blocks for every sequence are reserved before
   // any computation, so an out-of-blocks Error leaves every sequence's stored tokens unchanged.
+  // One caller at a time, as the backend's thread pool takes one job at a time.
   Tensor forward(const Batch& batch);
 
   struct Impl;

@@ -210,10 +210,15 @@ std::vector<ReadAheadRange> read_ahead_ranges(std::span<const Weight* const> ws,
   return out;
 }
 
-void read_ahead(std::span<const Weight* const> ws) {
+const std::vector<ReadAheadRange>& ReadAheadPlan::ranges(const ThreadPool& pool) const {
+  if (ranges_.size() != size_t(pool.size())) ranges_ = read_ahead_ranges(ws_, pool);
+  return ranges_;
+}
+
+void ReadAheadPlan::post() const {
   ThreadPool& pool = thread_pool();
-  const std::vector<ReadAheadRange> ranges = read_ahead_ranges(ws, pool);
-  for (size_t i = 0; i < ranges.size(); ++i) pool.read_ahead(int(i), ranges[i].p, ranges[i].bytes);
+  const std::vector<ReadAheadRange>& r = ranges(pool);
+  for (size_t i = 0; i < r.size(); ++i) pool.read_ahead(int(i), r[i].p, r[i].bytes);
 }
 
 Tensor linear(const Tensor& x, const Weight& w, const QuantizedInput& quantized) {
