@@ -113,6 +113,30 @@ TEST(LinearInt8, EveryIsaEqualsPortable) {
           }
 }
 
+// The largest integer sums a group can reach: every code at its maximum (15, or 255 whose halves
+// are 15 and 15) against activations of one sign, all rounding to +-127. SIMD paths that sum
+// products in narrower lanes before widening them must not overflow there.
+TEST(LinearInt8, EveryIsaEqualsPortableAtTheLargestSums) {
+  for (int bits : {4, 8})
+    for (int group : {32, 64, 128}) {
+      const int64_t in = 4 * group, R = 37;
+      QuantWeight qw = quantized(R, in, bits, group, DType::kBF16, uint32_t(bits + group));
+      std::memset(qw.packed.raw(), 0xFF, size_t(qw.packed.nbytes()));
+      qw.w = ops::affine_weight(qw.packed, qw.scales, qw.biases, AffineSpec{bits, group});
+      qw.w.matmul = ops::MatmulPath::kInt8;
+      qw.w = ops::int8_weight(qw.w);
+      for (int64_t T : {1, 3, 8}) {
+        std::vector<float> x(size_t(T * in));
+        for (int64_t t = 0; t < T; ++t)
+          std::fill(x.begin() + t * in, x.begin() + (t + 1) * in, t % 2 ? -1.5f : 2.0f);
+        const auto want = run_int8(Isa::kPortable, x, T, qw.w, 0, R);
+        for (Isa isa : simd_paths())
+          EXPECT_TRUE(same_bits(want, run_int8(isa, x, T, qw.w, 0, R)))
+              << isa_name(isa) << " q" << bits << " g" << group << " T=" << T;
+      }
+    }
+}
+
 TEST(LinearInt8, EveryIsaQuantizesLikePortable) {
   for (int bits : {4, 8})
     for (int group : {32, 64, 128}) {

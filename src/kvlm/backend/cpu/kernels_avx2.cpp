@@ -144,11 +144,15 @@ namespace {
 
 // Integer dot products with plain AVX2 (no VNNI needed), exact, in the lanes vpdpbusd would use:
 // a pair of ymm registers is the 16 rows of a tile. vpmaddubsw multiplies 4-bit values by int8
-// activations (two products of at most 15 * 128 per int16, so it never saturates) and vpmaddwd
-// adds pairs into int32; 8-bit codes are split into nibbles, code = 16 * high + low.
+// activations (two products of at most 15 * 128 = 1920 per int16, so it never saturates); 8-bit
+// codes are split into nibbles, code = 16 * high + low. The int16 pairs are summed in int16 lanes
+// for 16 products (at most 30720) before one vpmaddwd widens them into the int32 sums, so a word
+// costs a multiply and an add per half-tile instead of two multiplies and an add.
 struct I8 {
   struct Acc {
-    __m256i lo, hi;  // rows 0-7 and 8-15
+    __m256i lo, hi;            // int32 sums of rows 0-7 and 8-15
+    __m256i low[2], high[2];   // int16 sums since the last settle: low nibbles (4-bit codes, or
+                               // the low halves of 8-bit codes) and high halves, rows 0-7 and 8-15
   };
   // Low and high nibbles of rows 0-7 and 8-15: 4-bit codes 0, 2, 4, 6 and 1, 3, 5, 7 of each
   // row's word; for 8-bit codes the two halves of each code.
@@ -159,6 +163,12 @@ struct I8 {
   using W8 = Nibbles;
   static constexpr int kTileTokens = 2;
   static constexpr int kTilesAtOnce = 1;  // 16 registers: no room for a second tile
+  // int16 sums take no second chain: their adds have a latency of one cycle.
+  static constexpr int kSplitChainsBelow = 0;
+  // Words between settles: 4-bit words add 4 products to each int16 lane, 8-bit words 2 to each
+  // of low and high.
+  template <int kBits>
+  static constexpr int64_t kSettleWords = kBits == 4 ? 4 : 8;
 
   static KVLM_TARGET Nibbles load(const uint8_t* p) {
     const __m256i mask = _mm256_set1_epi8(0x0F);
@@ -172,30 +182,48 @@ struct I8 {
   }
   static KVLM_TARGET W4 load4(const uint8_t* p) { return load(p); }
   static KVLM_TARGET W8 load8(const uint8_t* p) { return load(p); }
-  // Each int32 lane: the sum of its 4 unsigned bytes times the 4 bytes of x.
-  static KVLM_TARGET __m256i dot(__m256i codes, __m256i x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, x), _mm256_set1_epi16(1));
+  static KVLM_TARGET __m256i add16(__m256i sum, __m256i codes, __m256i x) {
+    return _mm256_add_epi16(sum, _mm256_maddubs_epi16(codes, x));
   }
-  static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, const int32_t* x) {
+  static KVLM_TARGET Acc dot4(Acc acc, const __m256i (&codes)[2], const int32_t* x) {
     const __m256i xv = _mm256_set1_epi32(*x);
-    return {_mm256_add_epi32(acc.lo, dot(w.lo[0], xv)), _mm256_add_epi32(acc.hi, dot(w.lo[1], xv))};
+    for (int h = 0; h < 2; ++h) acc.low[h] = add16(acc.low[h], codes[h], xv);
+    return acc;
   }
-  static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, const int32_t* x) {
-    const __m256i xv = _mm256_set1_epi32(*x);
-    return {_mm256_add_epi32(acc.lo, dot(w.hi[0], xv)), _mm256_add_epi32(acc.hi, dot(w.hi[1], xv))};
-  }
+  static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, const int32_t* x) { return dot4(acc, w.lo, x); }
+  static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, const int32_t* x) { return dot4(acc, w.hi, x); }
   static KVLM_TARGET Acc dot8(Acc acc, const W8& w, const int32_t* x) {
     const __m256i xv = _mm256_set1_epi32(*x);
-    const __m256i in[2] = {acc.lo, acc.hi};
-    __m256i out[2];
-    for (int h = 0; h < 2; ++h)
-      out[h] = _mm256_add_epi32(_mm256_add_epi32(in[h], dot(w.lo[h], xv)), _mm256_slli_epi32(dot(w.hi[h], xv), 4));
-    return {out[0], out[1]};
+    for (int h = 0; h < 2; ++h) {
+      acc.low[h] = add16(acc.low[h], w.lo[h], xv);
+      acc.high[h] = add16(acc.high[h], w.hi[h], xv);
+    }
+    return acc;
   }
-  static KVLM_TARGET Acc set1(int32_t v) { return {_mm256_set1_epi32(v), _mm256_set1_epi32(v)}; }
-  static KVLM_TARGET Acc zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
-  static KVLM_TARGET Acc add(Acc a, Acc b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
-  static KVLM_TARGET Vec to_float(Acc a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+  // Moves the int16 sums into the int32 sums.
+  template <int kBits>
+  static KVLM_TARGET Acc settle(Acc a) {
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256i* sums[2] = {&a.lo, &a.hi};
+    for (int h = 0; h < 2; ++h) {
+      __m256i s = _mm256_madd_epi16(a.low[h], one);
+      if constexpr (kBits == 8) s = _mm256_add_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(a.high[h], one), 4));
+      *sums[h] = _mm256_add_epi32(*sums[h], s);
+      a.low[h] = a.high[h] = _mm256_setzero_si256();
+    }
+    return a;
+  }
+  static KVLM_TARGET Acc set1(int32_t v) {
+    const __m256i z = _mm256_setzero_si256();
+    return {_mm256_set1_epi32(v), _mm256_set1_epi32(v), {z, z}, {z, z}};
+  }
+  static KVLM_TARGET Acc zero() { return set1(0); }
+  // Of settled sums.
+  static KVLM_TARGET Acc add(Acc a, Acc b) {
+    const __m256i z = _mm256_setzero_si256();
+    return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi), {z, z}, {z, z}};
+  }
+  static KVLM_TARGET Vec to_float(const Acc& a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
 
   // max(|x|, m) keeps m for a NaN, as int8_group_scale's std::max(m, |x|) does.
   static KVLM_TARGET float amax(const float* x, int64_t n) {

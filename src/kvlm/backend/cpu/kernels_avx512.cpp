@@ -131,6 +131,12 @@ struct I8 {
   static constexpr int kTileTokens = 8;
   // Tiles whose products share each broadcast of the activations (int8_tile).
   static constexpr int kTilesAtOnce = 2;
+  // Below 4 tokens the accumulator's chain of vpdpbusd (latency 4-5) would bound the products.
+  static constexpr int kSplitChainsBelow = 4;
+  template <int kBits>
+  static constexpr int64_t kSettleWords = 0;  // vpdpbusd sums in int32 lanes: nothing to settle
+  template <int kBits>
+  static KVLM_TARGET Acc settle(Acc a) { return a; }
 
   static KVLM_TARGET W4 load4(const uint8_t* p) {
     const __m512i w = _mm512_loadu_si512(p), mask = _mm512_set1_epi8(0x0F);

@@ -5,9 +5,13 @@
 //               W4/load4 and W8/load8 (one 64-byte block of a tile: the same word of its 16 rows,
 //               ready for the products), dot4_lo/dot4_hi/dot8 (Acc += each row's codes times the 4
 //               activations at a pointer, the same for every row), set1, zero, add, to_float, the
-//               token tile kTileTokens, and for the quantizer amax (max |x| over a multiple of 16
-//               values) and store_codes (16 integral floats stored as int8, in the 4-bit order
-//               of int8_act_index when asked).
+//               token tile kTileTokens, the tiles that share a broadcast kTilesAtOnce, the token
+//               count below which each token keeps two chains of products kSplitChainsBelow,
+//               kSettleWords<kBits> with settle<kBits> (sums kept in narrower lanes go into Acc's
+//               int32 lanes at least every kSettleWords words and before add or to_float; 0: no
+//               narrower sums), and for the quantizer amax (max |x| over a multiple of 16 values)
+//               and store_codes (16 integral floats stored as int8, in the 4-bit order of
+//               int8_act_index when asked).
 #include <algorithm>
 #include <cstdint>
 
@@ -39,11 +43,11 @@ KVLM_TARGET KVLM_INLINE Vec int8_params(const uint8_t* p, DType dtype) {
 // Outputs of tokens t .. t+NT-1 for the 16 rows of each of NR consecutive tiles, into out[i][u]
 // (row k of tile i in lane k). Each block of a tile is loaded once for all NT tokens, and each
 // token's activations once for all NR tiles: with one tile, the broadcasts of the activations
-// (one load per product) rather than the products bound the kernel. Below 4 tokens, two
-// accumulators per token (4 bits: low and high nibbles; 8 bits: even and odd words) halve the
-// chains of dependent products; from 4 tokens on, the tokens' chains are enough. The integer sums
-// of a group are exact in any order, and each tile's float sums keep their order, so NR changes
-// no output bit. `ahead` > 0 fetches the tiles that far ahead while these compute.
+// (one load per product) rather than the products bound the kernel. Below kSplitChainsBelow
+// tokens, two accumulators per token (4 bits: low and high nibbles; 8 bits: even and odd words)
+// halve the chains of dependent products; from there on, the tokens' chains are enough. The
+// integer sums of a group are exact in any order, and each tile's float sums keep their order, so
+// NR changes no output bit. `ahead` > 0 fetches the tiles that far ahead while these compute.
 //
 // One token fetches ahead into L2 (prefetcht1), not L1: each 16-row block is then read once, and a
 // fetch that waits for a free L1 miss buffer held back the loads of a short stream. From memory, 2
@@ -62,7 +66,9 @@ KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int
   const Int8Acts& a = *j.acts;
   const int64_t esize = dtype_size(j.params), code_bytes = j.words * 64;
   const Vec m = Vec::set1(float(1 << (kBits - 1)));
-  constexpr int kAccs = NT < 4 ? 2 : 1;
+  constexpr int kAccs = NT < I8::kSplitChainsBelow ? 2 : 1;
+  constexpr int64_t kSettle = I8::template kSettleWords<kBits>;
+  static_assert(kSettle % 2 == 0, "the word loop settles after pairs of words");
   Vec F[NR][NT];
   KVLM_UNROLL for (int i = 0; i < NR; ++i)
     KVLM_UNROLL for (int u = 0; u < NT; ++u) F[i][u] = Vec::zero();
@@ -110,6 +116,11 @@ KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int
               acc[i][u][h % kAccs] = I8::dot8(acc[i][u][h % kAccs], codes[i], x[u] + w + h);
         }
       }
+      if constexpr (kSettle > 0)
+        if ((w + 2) % kSettle == 0 || w + 2 >= j.words)
+          KVLM_UNROLL for (int i = 0; i < NR; ++i)
+            KVLM_UNROLL for (int u = 0; u < NT; ++u)
+              KVLM_UNROLL for (int k = 0; k < kAccs; ++k) acc[i][u][k] = I8::template settle<kBits>(acc[i][u][k]);
     }
     KVLM_UNROLL for (int i = 0; i < NR; ++i) {
       if (ahead) int8_prefetch<NT>(block[i] + code_bytes + fetch);
