@@ -202,16 +202,17 @@ struct I8 {
   }
   // Moves the int16 sums into the int32 sums.
   template <int kBits>
-  static KVLM_TARGET Acc settle(Acc a) {
+  static KVLM_TARGET __m256i widen(__m256i low, __m256i high) {
     const __m256i one = _mm256_set1_epi16(1);
-    __m256i* sums[2] = {&a.lo, &a.hi};
-    for (int h = 0; h < 2; ++h) {
-      __m256i s = _mm256_madd_epi16(a.low[h], one);
-      if constexpr (kBits == 8) s = _mm256_add_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(a.high[h], one), 4));
-      *sums[h] = _mm256_add_epi32(*sums[h], s);
-      a.low[h] = a.high[h] = _mm256_setzero_si256();
-    }
-    return a;
+    const __m256i s = _mm256_madd_epi16(low, one);
+    if constexpr (kBits == 4) return s;
+    return _mm256_add_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(high, one), 4));
+  }
+  template <int kBits>
+  static KVLM_TARGET Acc settle(const Acc& a) {
+    const __m256i z = _mm256_setzero_si256();
+    return {_mm256_add_epi32(a.lo, widen<kBits>(a.low[0], a.high[0])),
+            _mm256_add_epi32(a.hi, widen<kBits>(a.low[1], a.high[1])), {z, z}, {z, z}};
   }
   static KVLM_TARGET Acc set1(int32_t v) {
     const __m256i z = _mm256_setzero_si256();
