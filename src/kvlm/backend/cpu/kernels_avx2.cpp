@@ -252,7 +252,14 @@ struct I8 {
 }  // namespace
 }  // namespace kvlm::cpu
 
+// GCC's reassociation of integer adds regroups a tile's int16 sums into trees that hold more
+// values at once than 16 registers take, and spilled four of them to the stack in every step of
+// the 4-bit word loop; in the written order the loop keeps all of them in registers. (Float
+// sums are never reassociated without -ffast-math.)
+#pragma GCC push_options
+#pragma GCC optimize("no-tree-reassoc")
 #include "kvlm/backend/cpu/linear_int8_simd.inl"
+#pragma GCC pop_options
 
 namespace kvlm::cpu {
 
