@@ -2,7 +2,7 @@
 # End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
 # there and positive, each phase carries the probes taken around it (read bandwidth, the handoff
 # between threads and their relative speeds for concurrency 1, the FMA peak for prefill and
-# batches, and on the int8 path the VNNI peak too), each limit is the higher of its two probes,
+# batches, and on the int8 path the int8 peak too), each limit is the higher of its two probes,
 # --repeat reports the median of interleaved rounds, --profile accounts for the whole step,
 # bench/targets_table.js tabulates reports, and bad options name the problem. $1: the kvlm binary;
 # $2: the repository root.
@@ -19,7 +19,7 @@ const r = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
 assert(r.probes.read_bandwidth_gbs > 0 && r.probes.fma_peak_gflops > 0);
 assert(r.prefill.tokens === 8 && r.prefill.tokens_per_s > 0 && r.prefill.fraction_of_fma_peak > 0);
 assert(r.prefill.fma_peak_gflops_before_after.every((g) => g > 0));
-assert(!("vnni_peak_gops_before_after" in r.prefill));  // bf16 weights: no integer path
+assert(!("int8_peak_gops_before_after" in r.prefill));  // bf16 weights: no integer path
 const [one, two] = r.decode;
 assert(one.concurrency === 1 && two.concurrency === 2);
 const [before, after] = one.read_bandwidth_gbs_before_after;
@@ -32,30 +32,31 @@ const speeds = [r.probes.thread_speeds, ...one.thread_speeds_before_after];
 assert(speeds.every((s) => s.length === r.threads && s.every((x) => x > 0 && x <= 1) && s.includes(1)));
 assert(!("read_bandwidth_gbs_before_after" in two) && two.fraction_of_fma_peak > 0);
 assert(two.fma_peak_gflops_before_after.length === 2 && !("fma_peak_gflops_before_after" in one));
-assert(!("vnni_peak_gops_before_after" in two));
+assert(!("int8_peak_gops_before_after" in two));
 // Each limit is the higher of its two probes: a probe the host interrupts reads low.
 const near = (a, b) => Math.abs(a - b) <= 1e-9 * Math.abs(b);
 assert(near(one.bandwidth_limit_tokens_per_s * one.bytes_per_token / 1e9, Math.max(before, after)));
 assert(near(two.gflops / two.fraction_of_fma_peak, Math.max(...two.fma_peak_gflops_before_after)));
 JS
 
-# Quantized weights take the int8 path: prefill and batches are measured against the VNNI peak too.
+# Quantized weights take the int8 path: prefill and batches are measured against the int8 peak too
+# (AVX-512 VNNI, or AVX2 where the CPU has no VNNI).
 "$kvlm" convert "$root/models/default" "$tmp/q4" --q-bits 4 --q-group-size 64 >/dev/null 2>&1 ||
   fail "convert to q4 failed"
 "$kvlm" bench "$tmp/q4" --prompt 8 --context 8 --decode 2 --concurrency 1,2 --json "$tmp/q4.json" \
   >"$tmp/out" 2>"$tmp/err" || fail "bench on q4 failed: $(cat "$tmp/err")"
-grep -q '^decode concurrency  2 (context 8): .* of FMA peak; .*; .* of VNNI peak; .* GOP/s before, .* after)$' \
-  "$tmp/out" || fail "no VNNI peak for the int8 batch in: $(cat "$tmp/out")"
+grep -q '^decode concurrency  2 (context 8): .* of FMA peak; .*; .* of int8 peak; .* GOP/s before, .* after)$' \
+  "$tmp/out" || fail "no int8 peak for the int8 batch in: $(cat "$tmp/out")"
 node - "$tmp/q4.json" <<'JS' || fail "report: $(cat "$tmp/q4.json")"
 const assert = require("assert");
 const r = JSON.parse(require("fs").readFileSync(process.argv[2], "utf8"));
 const [one, two] = r.decode;
 const near = (a, b) => Math.abs(a - b) <= 1e-9 * Math.abs(b);
 for (const phase of [r.prefill, two]) {
-  assert(phase.fraction_of_vnni_peak > 0 && phase.vnni_peak_gops_before_after.every((g) => g > 0));
-  assert(near(phase.gflops / phase.fraction_of_vnni_peak, Math.max(...phase.vnni_peak_gops_before_after)));
+  assert(phase.fraction_of_int8_peak > 0 && phase.int8_peak_gops_before_after.every((g) => g > 0));
+  assert(near(phase.gflops / phase.fraction_of_int8_peak, Math.max(...phase.int8_peak_gops_before_after)));
 }
-assert(!("vnni_peak_gops_before_after" in one));  // one sequence is bound by the read bandwidth
+assert(!("int8_peak_gops_before_after" in one));  // one sequence is bound by the read bandwidth
 JS
 
 # bench/targets_table.js turns reports into the targets table of docs/performance.md: a column per
@@ -65,7 +66,7 @@ node "$root/bench/targets_table.js" "exact=$tmp/report.json" "int8=$tmp/q4.json"
 grep -q '^| Target | exact | int8 |$' "$tmp/table" || fail "no header in: $(cat "$tmp/table")"
 grep -Eq '^\| decode c=1, ≥80% of bandwidth limit \| [0-9.]+ tok/s, [0-9]+% .*\| [0-9.]+ tok/s, [0-9]+% .*\|$' \
   "$tmp/table" || fail "no c=1 row in: $(cat "$tmp/table")"
-grep -Eq '^\| prefill, ≥60% of FMA peak \(int8: VNNI\) \| [0-9.]+ tok/s, [0-9]+% \| [0-9.]+ tok/s, [0-9]+% VNNI \|$' \
+grep -Eq '^\| prefill, ≥60% of FMA peak \(int8 path: int8 peak\) \| [0-9.]+ tok/s, [0-9]+% \| [0-9.]+ tok/s, [0-9]+% int8 \|$' \
   "$tmp/table" || fail "no prefill row in: $(cat "$tmp/table")"
 grep -q '^| decode c=8, ≥4x c=1 | - | - |$' "$tmp/table" || fail "no empty c=8 row in: $(cat "$tmp/table")"
 if node "$root/bench/targets_table.js" "$tmp/report.json" >"$tmp/out" 2>&1; then fail "a bare path was accepted"; fi

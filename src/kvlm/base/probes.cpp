@@ -94,27 +94,23 @@ __attribute__((target("avx512f,avx512vnni"))) int32_t vnni_loop_avx512(int64_t i
   return _mm512_reduce_add_epi32(s);
 }
 
-__attribute__((target("avx2,avxvnni"))) int32_t vnni_loop_avx2(int64_t iters) {
+// The AVX2 int8 kernels' pair: vpmaddubsw (32 u8 x s8 products, summed in pairs) and an int16 add.
+__attribute__((target("avx2"))) int32_t int8_loop_avx2(int64_t iters) {
   __m256i acc[12];
-  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_epi32(k);
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_epi16(int16_t(k));
   const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
   for (int64_t i = 0; i < iters; ++i)
 #pragma GCC unroll 12
-    for (int k = 0; k < 12; ++k) acc[k] = _mm256_dpbusd_avx_epi32(acc[k], a, b);
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_add_epi16(acc[k], _mm256_maddubs_epi16(a, b));
   __m256i s = acc[0];
-  for (int k = 1; k < 12; ++k) s = _mm256_add_epi32(s, acc[k]);
-  return _mm256_extract_epi32(s, 0);
+  for (int k = 1; k < 12; ++k) s = _mm256_add_epi16(s, acc[k]);
+  return _mm256_extract_epi16(s, 0);
 }
 
 bool has(const char* feature) {
   __builtin_cpu_init();
   if (!std::strcmp(feature, "avx512f")) return __builtin_cpu_supports("avx512f");
   if (!std::strcmp(feature, "avx512vnni")) return __builtin_cpu_supports("avx512vnni");
-  if (!std::strcmp(feature, "avxvnni")) {
-    // Not every compiler knows the feature name; read CPUID leaf 7.1 EAX bit 4 directly.
-    unsigned a, b, c, d;
-    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
-  }
   if (!std::strcmp(feature, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return false;
 }
@@ -204,12 +200,14 @@ std::vector<double> probe_thread_speeds(ThreadPool& pool) {
   return speeds;
 }
 
-double probe_vnni_peak(ThreadPool& pool) {
+const char* probe_int8_isa() { return has("avx512vnni") ? "avx512vnni" : has("avx2") ? "avx2" : "none"; }
+
+double probe_int8_peak(ThreadPool& pool) {
   const bool wide = has("avx512vnni");
-  if (!wide && !has("avxvnni")) return 0;
+  if (!wide && !has("avx2")) return 0;
   const int bytes = wide ? 64 : 32;
   const double s = on_every_thread(pool, [&](size_t) {
-    g_sink_i = wide ? vnni_loop_avx512(kPeakIterations / 4) : vnni_loop_avx2(kPeakIterations / 4);
+    g_sink_i = wide ? vnni_loop_avx512(kPeakIterations / 4) : int8_loop_avx2(kPeakIterations / 4);
   });
   return double(pool.size()) * double(kPeakIterations / 4) * 12 * bytes * 2 / s;
 }

@@ -22,9 +22,13 @@ uint64_t stream_read(const void* p, size_t bytes);
 // unit this CPU has (AVX-512 or AVX2).
 double probe_fma_peak(ThreadPool& pool);
 
-// int8 dot-product peak in OP/s (one u8×s8 multiply-add = 2 OPs) with AVX-512 VNNI or AVX-VNNI;
-// 0 when the CPU has neither.
-double probe_vnni_peak(ThreadPool& pool);
+// int8 dot-product peak in OP/s (one u8×s8 multiply-add = 2 OPs) over all threads of `pool`, with
+// the instructions of the int8 kernels on this CPU (probe_int8_isa): AVX-512 VNNI's vpdpbusd, else
+// AVX2's vpmaddubsw with an int16 add (32 products per pair); 0 without AVX2.
+double probe_int8_peak(ThreadPool& pool);
+
+// The instructions probe_int8_peak used: "avx512vnni", "avx2" or "none".
+const char* probe_int8_isa();
 
 // Mean round trip in seconds of one cache line between the calling thread and pool thread 1 over
 // `trips` trips; 0 for a pool of one thread. An op split over the pool pays a few of these per

@@ -102,7 +102,8 @@ Runner setup(CLI::App& sub) {
   sub.footer(
       "Decode at concurrency 1 is reported against the bandwidth limit (read bandwidth / bytes "
       "read per token: weights + KV); prefill and batched decode against the fp32 FMA peak, and "
-      "with --matmul int8 on quantized weights also against the int8 VNNI peak; each limit is "
+      "with --matmul int8 on quantized weights also against the int8 peak (AVX-512 VNNI, or AVX2's "
+      "vpmaddubsw where the CPU has no VNNI); each limit is "
       "probed right before and right after the phase it bounds, and the higher probe is used. "
       "Concurrency 1 also reports the round trip of a cache line between two pool threads (the "
       "handoff every parallel op pays a few times) and each thread's arithmetic speed as a "

@@ -132,13 +132,13 @@ Json end_profile(const BenchOptions& o, int steps, double seconds) {
 // the read bandwidth and reported beside it: not limits, but what explains how far below it a
 // decode step of ~100 short parallel ops runs.
 struct Limits {
-  double read = 0, fma = 0, vnni = 0, handoff = 0;
+  double read = 0, fma = 0, int8 = 0, handoff = 0;
   std::vector<double> speeds;
 };
 
-Limits probe_limits(ThreadPool& pool, bool read, bool fma, bool vnni) {
+Limits probe_limits(ThreadPool& pool, bool read, bool fma, bool int8) {
   return {read ? probe_read_bandwidth(pool) : 0, fma ? probe_fma_peak(pool) : 0,
-          vnni ? probe_vnni_peak(pool) : 0, read ? probe_handoff(pool) : 0,
+          int8 ? probe_int8_peak(pool) : 0, read ? probe_handoff(pool) : 0,
           read ? probe_thread_speeds(pool) : std::vector<double>{}};
 }
 
@@ -146,7 +146,7 @@ Limits probe_limits(ThreadPool& pool, bool read, bool fma, bool vnni) {
 // FMA probe read 109 GFLOP/s beside 390 after the same prefill, and their mean put that prefill at
 // 272% of the peak), and the higher one never overstates a phase's fraction of its limit.
 Limits best(const Limits& a, const Limits& b) {
-  return {std::max(a.read, b.read), std::max(a.fma, b.fma), std::max(a.vnni, b.vnni), 0, {}};
+  return {std::max(a.read, b.read), std::max(a.fma, b.fma), std::max(a.int8, b.int8), 0, {}};
 }
 
 }  // namespace
@@ -212,7 +212,7 @@ struct Phases {
   ThreadPool& pool;
   Model& model;
   double weight_bytes;
-  bool int8;  // quantized weights on the int8 path: the VNNI peak bounds prefill and batches too
+  bool int8;  // quantized weights on the int8 path: the int8 peak bounds prefill and batches too
 
   Sample prefill() const;
   Sample decode(int C) const;
@@ -234,20 +234,20 @@ std::string speeds_text(const std::vector<double>& speeds) {
 }
 
 // Appends the arithmetic rate's fraction of each peak probed around the phase (none without probes;
-// the VNNI peak only where it was probed, on the int8 path) to the phase's line and row.
+// the int8 peak only where it was probed, on the int8 path) to the phase's line and row.
 void append_peaks(Sample& out, double flops_per_s, const Limits& before, const Limits& after) {
   const Limits limit = best(before, after);
-  const double fma = limit.fma, vnni = limit.vnni;
+  const double fma = limit.fma, int8 = limit.int8;
   if (fma <= 0) return;
   out.row["fma_peak_gflops_before_after"] = {before.fma / 1e9, after.fma / 1e9};
   out.row["fraction_of_fma_peak"] = flops_per_s / fma;
   append(out.line, " (%.0f%% of FMA peak; %.0f GFLOP/s before, %.0f after", 100 * flops_per_s / fma,
          before.fma / 1e9, after.fma / 1e9);
-  if (vnni > 0) {
-    out.row["vnni_peak_gops_before_after"] = {before.vnni / 1e9, after.vnni / 1e9};
-    out.row["fraction_of_vnni_peak"] = flops_per_s / vnni;
-    append(out.line, "; %.0f%% of VNNI peak; %.0f GOP/s before, %.0f after", 100 * flops_per_s / vnni,
-           before.vnni / 1e9, after.vnni / 1e9);
+  if (int8 > 0) {
+    out.row["int8_peak_gops_before_after"] = {before.int8 / 1e9, after.int8 / 1e9};
+    out.row["fraction_of_int8_peak"] = flops_per_s / int8;
+    append(out.line, "; %.0f%% of int8 peak; %.0f GOP/s before, %.0f after", 100 * flops_per_s / int8,
+           before.int8 / 1e9, after.int8 / 1e9);
   }
   out.line += ")";
 }
@@ -286,7 +286,7 @@ Sample Phases::decode(int C) const {
   }
   auto next = random_tokens(C, c.vocab_size, 7);
   // One sequence is bound by the read bandwidth, a batch by the FMA peak (and on the int8 path by
-  // the VNNI peak).
+  // the int8 peak).
   const bool bracket = C == 1 && o.probes, batched = C > 1 && o.probes;
   const Limits before = probe_limits(pool, bracket, batched, batched && int8);
   begin_profile(o);
@@ -375,14 +375,14 @@ Json run_bench(const BenchOptions& o) {
   out["threads"] = pool.size();
   if (o.probes) {  // the machine at the start of the run; each phase probes its own limit again
     const double bandwidth = probe_read_bandwidth(pool);
-    const double fma = probe_fma_peak(pool), vnni = probe_vnni_peak(pool), handoff = probe_handoff(pool);
+    const double fma = probe_fma_peak(pool), int8 = probe_int8_peak(pool), handoff = probe_handoff(pool);
     const std::vector<double> speeds = probe_thread_speeds(pool);
     out["probes"] = {{"read_bandwidth_gbs", bandwidth / 1e9}, {"fma_peak_gflops", fma / 1e9},
-                     {"fma_isa", probe_fma_isa()}, {"vnni_peak_gops", vnni / 1e9},
+                     {"fma_isa", probe_fma_isa()}, {"int8_peak_gops", int8 / 1e9}, {"int8_isa", probe_int8_isa()},
                      {"handoff_us", handoff * 1e6}, {"thread_speeds", speeds}};
-    std::printf("probes (%d threads): read %.2f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), int8 VNNI "
-                "peak %.1f GOP/s, handoff between threads %.2f us, thread speeds %s\n", pool.size(),
-                bandwidth / 1e9, fma / 1e9, probe_fma_isa(), vnni / 1e9, handoff * 1e6,
+    std::printf("probes (%d threads): read %.2f GB/s, fp32 FMA peak %.1f GFLOP/s (%s), int8 peak "
+                "%.1f GOP/s (%s), handoff between threads %.2f us, thread speeds %s\n", pool.size(),
+                bandwidth / 1e9, fma / 1e9, probe_fma_isa(), int8 / 1e9, probe_int8_isa(), handoff * 1e6,
                 speeds_text(speeds).c_str());
   }
 
