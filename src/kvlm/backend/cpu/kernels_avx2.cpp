@@ -133,6 +133,11 @@ struct F64x8 {
 
 // Panels (panels.h) on 16 ymm registers: 2 tokens x 32 rows (8 accumulators), one token one panel.
 constexpr int kPanelTokens = 2, kPanelDecodePanels = 1;
+// A 2-token tile reads a panel's line for every 8 fmas, and a panel of 896 inputs (57 KB of
+// bf16) outgrows the L1 cache: without prefetches the tiles after the first stalled on the
+// panel's loads from L2 (perf: the samples on the widening after each load). 0.5B bf16, prefill
+// 256 tokens, three interleaved pairs: 91-105 -> 122-147 tok/s.
+constexpr bool kPanelFetchEveryTile = true;
 
 }  // namespace
 }  // namespace kvlm::cpu

@@ -106,6 +106,7 @@ struct F64x8 {
 // of bf16 weights feeding 16 fmas; one token reads 4 panels side by side (8 accumulators, 4
 // streams).
 constexpr int kPanelTokens = 8, kPanelDecodePanels = 4;
+constexpr bool kPanelFetchEveryTile = false;  // 8-token tiles: a line per 16 fmas
 
 }  // namespace
 }  // namespace kvlm::cpu

@@ -5,7 +5,9 @@
 //                 interleave, codes8, nibbles, fma, add, sub, mul, div, neg, exp, fold, max,
 //                 fold_max, nan_mask, equal_mask, at_least_mask (lane masks, lane k at bit k),
 //   struct F64x8  8 f64 lanes: zero, set1, widen (8 floats), add, sub, store, narrow (to floats),
-//   kPanelTokens, kPanelDecodePanels   the register tiles of panels (batches and prefill, decode).
+//   kPanelTokens, kPanelDecodePanels   the register tiles of panels (batches and prefill, decode),
+//   kPanelFetchEveryTile               whether every token tile of a batch prefetches its panel's
+//                                      stream (or only the first, which brings it from memory).
 // Linear layers keep rows across lanes and reduce along the input (panels.h).
 #include <algorithm>
 #include <cmath>
@@ -195,12 +197,12 @@ KVLM_TARGET void store_panel_tile(const Vec (&acc)[NP][2][NT], int64_t p, const 
 
 // Tokens t .. t+n-1 (n <= G, the first at position u0 of its group at xg) against panel p: tiles
 // of NT tokens, then halving tiles. The first tile streams the panel from memory; the others find
-// it in the caches.
+// it in the caches, and prefetch it from there too where kPanelFetchEveryTile.
 template <int NT, int G, class L>
 KVLM_TARGET void panel_tokens(const L& l, typename L::Panel panel, int64_t p, const float* xg, int u0,
                               int64_t n, const LinearRows& job, int64_t t, bool ahead) {
   const typename L::Panel panels[1] = {panel};
-  for (; n >= NT; n -= NT, u0 += NT, t += NT, ahead = false) {
+  for (; n >= NT; n -= NT, u0 += NT, t += NT, ahead = ahead && kPanelFetchEveryTile) {
     Vec acc[1][2][NT];
     panel_tile<NT, 1, G>(l, panels, job.w->in_features, xg + u0, ahead, acc);
     store_panel_tile<NT, 1, L>(acc, p, job, t);
@@ -243,7 +245,7 @@ KVLM_TARGET void run_panel_range(const L& l, const LinearRows& job, const Packed
     for (int64_t p = p0; p < p1; ++p)
       for (int64_t t = t0; t < t1; t += G)
         panel_tokens<G, G>(l, panel_at(p), p, px.data.get() + t / G * px.group, 0,
-                           std::min<int64_t>(G, t1 - t), job, t, t == t0);
+                           std::min<int64_t>(G, t1 - t), job, t, t == t0 || kPanelFetchEveryTile);
   }
 }
 
