@@ -205,7 +205,7 @@ struct I8 {
     }
     return acc;
   }
-  // Moves the int16 sums into the int32 sums.
+  // A half-tile's int16 sums as int32 lanes (the high halves of 8-bit codes weigh 16).
   template <int kBits>
   static KVLM_TARGET __m256i widen(__m256i low, __m256i high) {
     const __m256i one = _mm256_set1_epi16(1);
@@ -213,6 +213,7 @@ struct I8 {
     if constexpr (kBits == 4) return s;
     return _mm256_add_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(high, one), 4));
   }
+  // Moves the int16 sums into the int32 sums.
   template <int kBits>
   static KVLM_TARGET Acc settle(const Acc& a) {
     const __m256i z = _mm256_setzero_si256();
