@@ -1,6 +1,5 @@
 #include "kvlm/base/probes.h"
 
-#include <cpuid.h>
 // GCC 12 reports false "uninitialized __Y" warnings inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -207,14 +206,19 @@ std::vector<double> probe_thread_speeds(ThreadPool& pool) {
   return speeds;
 }
 
-const char* probe_int8_isa() { return has("avx512vnni") ? "avx512vnni" : has("avx2") ? "avx2" : "none"; }
+// Bytes per int8 instruction of the int8 loop this CPU runs: 64 (AVX-512 VNNI), 32 (AVX2), or 0.
+int int8_bytes() { return has("avx512vnni") ? 64 : has("avx2") ? 32 : 0; }
+
+const char* probe_int8_isa() {
+  const int bytes = int8_bytes();
+  return bytes == 64 ? "avx512vnni" : bytes == 32 ? "avx2" : "none";
+}
 
 double probe_int8_peak(ThreadPool& pool) {
-  const bool wide = has("avx512vnni");
-  if (!wide && !has("avx2")) return 0;
-  const int bytes = wide ? 64 : 32;
+  const int bytes = int8_bytes();
+  if (bytes == 0) return 0;
   const double s = on_every_thread(pool, [&](size_t) {
-    g_sink_i = wide ? vnni_loop_avx512(kPeakIterations / 4) : int8_loop_avx2(kPeakIterations / 4);
+    g_sink_i = bytes == 64 ? vnni_loop_avx512(kPeakIterations / 4) : int8_loop_avx2(kPeakIterations / 4);
   });
   return double(pool.size()) * double(kPeakIterations / 4) * 12 * bytes * 2 / s;
 }
