@@ -49,15 +49,17 @@ KVLM_TARGET KVLM_INLINE Vec int8_params(const uint8_t* p, DType dtype) {
 // integer sums of a group are exact in any order, and each tile's float sums keep their order, so
 // NR changes no output bit. `ahead` > 0 fetches the tiles that far ahead while these compute.
 //
-// One token fetches ahead into L2 (prefetcht1), not L1: each 16-row block is then read once, and a
-// fetch that waits for a free L1 miss buffer held back the loads of a short stream. From memory, 2
-// threads, 5 interleaved rounds (bench_kernels DecodeStreamBySize): q4 896 x 896 30.9 -> 33.2 GB/s,
-// 4864 x 896 49.9 -> 53.7, longer streams unchanged; 0.5B q4 decode, 6 pairs, 158.8 -> 168.9 tok/s
-// (faster in 5). Batches keep prefetcht0: at 8 tokens each block is read for 8 tokens, and L2 cost
-// them 1-2%.
+// One token fetches ahead with prefetchnta: each 16-row block is read once, so its line need not
+// stay in any cache. The prefetch into L2 (prefetcht1), which a Zen 5 host preferred to
+// prefetcht0, held back a core that streams for one thread alone, as each core does when the
+// vCPUs sit on separate cores. Zen 4 host, 1 GB of copies, the two hints alternating in one
+// process, 16 rounds, q4 and q8 at 4864 x 896, 896 x 4864 and 1152 x 896: a pool of one thread
+// 19.6-23.5 -> 23.2-28.3 GB/s (faster in 6 of 6; no prefetch at all 18.1-29.1), two threads on
+// one core 24.2-32.1 -> 25.1-33.4 (6 of 6). Batches keep prefetcht0: at 8 tokens each block is
+// read for 8 tokens, and L2 cost them 1-2%.
 template <int NT>
 KVLM_INLINE void int8_prefetch(const uint8_t* p) {
-  if constexpr (NT == 1) __builtin_prefetch(p, 0, 2);
+  if constexpr (NT == 1) __builtin_prefetch(p, 0, 0);
   else __builtin_prefetch(p);
 }
 
