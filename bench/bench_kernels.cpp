@@ -223,35 +223,44 @@ BENCHMARK(LinearFromMemory)->ArgsProduct({{1, 8}, {0, 1, 2, 3}})->UseRealTime()-
 // Decode streams each layer's weights one call at a time, and the 0.5B shape's are short streams
 // (q4: 0.45 MB for o, 2.45 MB for gate, up or down; 128000 rows, 64 MB, is a long stream for
 // reference). ops::linear at M=1 on a q4 int8 weight of R x 896 (mode 0) against a plain read of
-// the same bytes, split in halves over the pool threads as the read probe reads (mode 1); each
-// call on the next of enough copies (1 GB) that its weight comes from memory. Args: R, mode.
-// Run with --benchmark_enable_random_interleaving: figures compare only when measured close
-// together.
+// the same bytes, split in halves over the pool threads as the read probe reads (mode 1); the same
+// two on the calling thread alone (modes 2 and 3: the kernel over all rows, the read of all
+// bytes), which is how fast one core streams for one thread, as each core does when the vCPUs sit
+// on separate cores. Each call on the next of enough copies (1 GB) that its weight comes from
+// memory. Args: R, mode. Run with --benchmark_enable_random_interleaving: figures compare only
+// when measured close together.
 void DecodeStreamBySize(benchmark::State& state) {
-  const int64_t R = state.range(0);
+  const int64_t R = state.range(0), mode = state.range(1);
   const std::vector<ops::Weight>& ws = cold_copies(
       "q4 " + std::to_string(R), [&] { return random_int8_weight(4, R, 30); }, &ops::Weight::int8_tiles);
   const Tensor x = random_f32({1, kIn}, 31);
   ThreadPool& pool = ThreadPool::global();
-  std::vector<uint64_t> sink(size_t(pool.size()));
+  const size_t parts = mode == 1 ? size_t(pool.size()) : 1;
+  std::vector<uint64_t> sink(parts);
+  std::vector<float> y(static_cast<size_t>(R));
   size_t next = 0;
   for (auto _ : state) {
     const ops::Weight& w = ws[next++ % ws.size()];
-    if (state.range(1) == 0) {
+    if (mode == 0) {
       benchmark::DoNotOptimize(ops::linear(x, w));
-      continue;
+    } else if (mode == 2) {
+      const cpu::LinearKernel kernel(cpu::cpu_isa(), w, x.data<float>(), 1);
+      kernel({x.data<float>(), 1, &w, 0, R, y.data(), R});
+      benchmark::DoNotOptimize(y.data());
+    } else {
+      const auto* p = static_cast<const uint8_t*>(w.int8_tiles.raw());
+      const size_t part = w.int8_tiles.nbytes() / parts / 128 * 128;
+      pool.parallel_for(parts, 1, [&](size_t b, size_t) { sink[b] = stream_read(p + b * part, part); });
+      benchmark::DoNotOptimize(sink.data());
     }
-    const auto* p = static_cast<const uint8_t*>(w.int8_tiles.raw());
-    const size_t part = w.int8_tiles.nbytes() / sink.size() / 128 * 128;
-    pool.parallel_for(sink.size(), 1, [&](size_t b, size_t) { sink[b] = stream_read(p + b * part, part); });
-    benchmark::DoNotOptimize(sink.data());
   }
-  state.SetLabel(state.range(1) == 0 ? "linear q4 int8" : "read");
+  const char* labels[] = {"linear q4 int8", "read", "linear q4 int8, one thread", "read, one thread"};
+  state.SetLabel(labels[mode]);
   state.counters["GB/s"] = benchmark::Counter(double(ws[0].int8_tiles.nbytes()) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(DecodeStreamBySize)
-    ->ArgsProduct({{896, 4864, 9728, 32000, 128000}, {0, 1}})
+    ->ArgsProduct({{896, 4864, 9728, 32000, 128000}, {0, 1, 2, 3}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
