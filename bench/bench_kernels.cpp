@@ -412,7 +412,7 @@ BENCHMARK(Attention)
     ->ArgsProduct({{0}, {1}, {4096}, {0}})
     ->ArgsProduct({{3}, {1}, {128}, {0}})
     ->ArgsProduct({{1, 2}, {1}, {4096}, {0, 1}})
-    ->ArgsProduct({{0}, {512}, {0}, {0}})
+    ->ArgsProduct({{0, 3}, {512}, {0}, {0}})
     ->ArgsProduct({{1, 2}, {512}, {0}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

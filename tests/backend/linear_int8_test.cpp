@@ -113,6 +113,19 @@ TEST(LinearInt8, EveryIsaEqualsPortable) {
           }
 }
 
+// The SIMD kernels take the tokens in blocks whose activations stay in the L2 cache (384 KB: 438
+// tokens of 896 inputs), so the second block starts at a token that is not a multiple of 8.
+TEST(LinearInt8, EveryIsaEqualsPortableAcrossTokenBlocks) {
+  for (int bits : {4, 8}) {
+    const int64_t in = 896, R = 37, T = 460;
+    const QuantWeight qw = quantized(R, in, bits, 64, DType::kBF16, uint32_t(bits));
+    const auto x = normal(size_t(T * in), 17);
+    const auto want = run_int8(Isa::kPortable, x, T, qw.w, 0, R);
+    for (Isa isa : simd_paths())
+      EXPECT_TRUE(same_bits(want, run_int8(isa, x, T, qw.w, 0, R))) << isa_name(isa) << " q" << bits;
+  }
+}
+
 // The largest integer sums a group can reach: every code at its maximum (15, or 255 whose halves
 // are 15 and 15) against activations of one sign, all rounding to +-127. SIMD paths that sum
 // products in narrower lanes before widening them must not overflow there.

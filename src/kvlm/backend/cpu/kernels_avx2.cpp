@@ -168,6 +168,7 @@ struct I8 {
   using W8 = Nibbles;
   static constexpr int kTileTokens = 2;
   static constexpr int kTilesAtOnce = 1;  // 16 registers: no room for a second tile
+  static constexpr bool kHandTile = false;  // int8_tile's C++ loops serve every tile
   // int16 sums take no second chain: their adds have a latency of one cycle.
   static constexpr int kSplitChainsBelow = 0;
   // Words between settles: 4-bit words add 4 products to each int16 lane, 8-bit words 2 to each

@@ -4,8 +4,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
+#include "kvlm/backend/cpu/linear_int8.h"
 #include "kvlm/backend/cpu/vector_math.h"
 
 #define KVLM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
@@ -150,6 +152,157 @@ struct I8 {
   static KVLM_TARGET Acc dot4_lo(Acc acc, const W4& w, const int32_t* x) { return dot(acc, w.lo, x); }
   static KVLM_TARGET Acc dot4_hi(Acc acc, const W4& w, const int32_t* x) { return dot(acc, w.hi, x); }
   static KVLM_TARGET Acc dot8(Acc acc, W8 w, const int32_t* x) { return dot(acc, w, x); }
+  // int8_tile's batch tile (2 tiles x 8 tokens: batched decode and prefill) with registers
+  // assigned by hand, each group's epilogue included. Compiled from C++, the word loop ran at
+  // 84-86% of the vpdpbusd peak, but a third of the tile's time went between word loops (about
+  // 380 instructions per group: the accumulators' setup, pointers, spills). Zen 4, the two
+  // alternating in one process: ops::linear on 2 threads, 512 tokens 570-598 -> 581-617 GOP/s,
+  // 8 tokens from memory +2-6%; LinearInt8/2/*/128 (one thread) 285-288 -> 326-331 GOP/s. The
+  // epilogue's three multiplies per 16 vpdpbusd (FMA pipes) now bound it.
+  // Registers: tile i's accumulator of token u in zmm(8i+u); per word the two tiles' codes in
+  // zmm16-19 (zmm20-23 for the second word of a step); the activations' broadcasts in zmm24-27;
+  // the nibble mask in zmm28; a group's scales and biases in zmm29-30. Token u's activations are
+  // read at r8 + u*r11 (r9 = r8 + 3*r11 and r10 = r8 + 6*r11 reach the multiples an address
+  // cannot scale); rax and rcx hold the prefetch distance for tile 0 and tile 1.
+  static constexpr bool kHandTile = true;
+  struct alignas(64) HandTile {
+    float F[2][8][16];     // zero in; out: per tile and token, the 16 rows' outputs
+    const uint8_t* x0;     // token 0's activations of group 0
+    int64_t x3, x6, in;    // x0 + 3*in, x0 + 6*in as addresses; bytes between tokens
+    int64_t code_bytes, skip;    // codes of one tile's group; bytes from there to the next group
+    int64_t ahead;               // prefetch distance (0: none)
+    const uint8_t* tile_end;     // tile 0's end: prefetches that pass it serve the next tiles
+  };
+  // The tiles' scales and biases as f32, kParams: 0 f32, 1 bf16, 2 f16.
+  template <int kBits, bool kFetch, int kParams>
+  static KVLM_TARGET void tile_2x8(HandTile& io, const uint8_t* p, int64_t tile_bytes, const Int8TokenGroup* tokens,
+                                   const Int8TokenGroup* tokens_end) {
+#define KVLM_X0 "(%%r8)"
+#define KVLM_X1 "(%%r8,%%r11)"
+#define KVLM_X2 "(%%r8,%%r11,2)"
+#define KVLM_X3 "(%%r9)"
+#define KVLM_X4 "(%%r8,%%r11,4)"
+#define KVLM_X5 "(%%r9,%%r11,2)"
+#define KVLM_X6 "(%%r10)"
+#define KVLM_X7 "(%%r10,%%r11)"
+#define KVLM_FETCH(off) "prefetcht0 " #off "(%[p],%%rax)\n\tprefetcht0 " #off "(%[p],%%rcx)\n\t"
+#define KVLM_Q4_CODES(off, A, B, C, D)                                                           \
+  "vmovdqu64 " #off "(%[p]), %%zmm" #A "\n\tvmovdqu64 " #off "(%[p],%[tb]), %%zmm" #B "\n\t"  \
+  "vpsrlw $4, %%zmm" #A ", %%zmm" #C "\n\tvpsrlw $4, %%zmm" #B ", %%zmm" #D "\n\t"             \
+  "vpandd %%zmm28, %%zmm" #A ", %%zmm" #A "\n\tvpandd %%zmm28, %%zmm" #B ", %%zmm" #B "\n\t"    \
+  "vpandd %%zmm28, %%zmm" #C ", %%zmm" #C "\n\tvpandd %%zmm28, %%zmm" #D ", %%zmm" #D "\n\t"
+#define KVLM_Q4_TOKEN(u, r, X, off, A, B, C, D, T0, T1)                                              \
+  "vpbroadcastd " #off X ", %%zmm" #T0 "\n\tvpbroadcastd 4+" #off X ", %%zmm" #T1 "\n\t"            \
+  "vpdpbusd %%zmm" #T0 ", %%zmm" #A ", %%zmm" #u "\n\tvpdpbusd %%zmm" #T0 ", %%zmm" #B ", %%zmm" #r "\n\t" \
+  "vpdpbusd %%zmm" #T1 ", %%zmm" #C ", %%zmm" #u "\n\tvpdpbusd %%zmm" #T1 ", %%zmm" #D ", %%zmm" #r "\n\t"
+#define KVLM_Q4_WORD(code_off, x_off, A, B, C, D)                                                                  \
+  KVLM_Q4_CODES(code_off, A, B, C, D)                                                                             \
+  KVLM_Q4_TOKEN(0, 8, KVLM_X0, x_off, A, B, C, D, 24, 25) KVLM_Q4_TOKEN(1, 9, KVLM_X1, x_off, A, B, C, D, 26, 27)   \
+  KVLM_Q4_TOKEN(2, 10, KVLM_X2, x_off, A, B, C, D, 24, 25) KVLM_Q4_TOKEN(3, 11, KVLM_X3, x_off, A, B, C, D, 26, 27) \
+  KVLM_Q4_TOKEN(4, 12, KVLM_X4, x_off, A, B, C, D, 24, 25) KVLM_Q4_TOKEN(5, 13, KVLM_X5, x_off, A, B, C, D, 26, 27) \
+  KVLM_Q4_TOKEN(6, 14, KVLM_X6, x_off, A, B, C, D, 24, 25) KVLM_Q4_TOKEN(7, 15, KVLM_X7, x_off, A, B, C, D, 26, 27)
+#define KVLM_Q8_TOKEN(u, r, X, off, A, B, T)                                     \
+  "vpbroadcastd " #off X ", %%zmm" #T "\n\t"                                       \
+  "vpdpbusd %%zmm" #T ", %%zmm" #A ", %%zmm" #u "\n\tvpdpbusd %%zmm" #T ", %%zmm" #B ", %%zmm" #r "\n\t"
+#define KVLM_Q8_WORD(code_off, x_off, A, B)                                                             \
+  "vmovdqu64 " #code_off "(%[p]), %%zmm" #A "\n\tvmovdqu64 " #code_off "(%[p],%[tb]), %%zmm" #B "\n\t" \
+  KVLM_Q8_TOKEN(0, 8, KVLM_X0, x_off, A, B, 24) KVLM_Q8_TOKEN(1, 9, KVLM_X1, x_off, A, B, 25)         \
+  KVLM_Q8_TOKEN(2, 10, KVLM_X2, x_off, A, B, 26) KVLM_Q8_TOKEN(3, 11, KVLM_X3, x_off, A, B, 27)       \
+  KVLM_Q8_TOKEN(4, 12, KVLM_X4, x_off, A, B, 24) KVLM_Q8_TOKEN(5, 13, KVLM_X5, x_off, A, B, 25)       \
+  KVLM_Q8_TOKEN(6, 14, KVLM_X6, x_off, A, B, 26) KVLM_Q8_TOKEN(7, 15, KVLM_X7, x_off, A, B, 27)
+// A group's start: the prefetch distance (past tile 0's end, one tile further) and token u's
+// base in both tiles' accumulators.
+#define KVLM_BASE(u, r) "vpbroadcastd 64+4*" #u "(%[tok]), %%zmm" #u "\n\tvmovdqa64 %%zmm" #u ", %%zmm" #r "\n\t"
+#define KVLM_GROUP_START                                                                 \
+  "mov 1072(%[io]), %%rax\n\tlea (%[p],%%rax), %%rcx\n\tcmp 1080(%[io]), %%rcx\n\t"    \
+  "jb 3f\n\tadd %[tb], %%rax\n3:\n\tlea (%%rax,%[tb]), %%rcx\n\t"                      \
+  KVLM_BASE(0, 8) KVLM_BASE(1, 9) KVLM_BASE(2, 10) KVLM_BASE(3, 11)                      \
+  KVLM_BASE(4, 12) KVLM_BASE(5, 13) KVLM_BASE(6, 14) KVLM_BASE(7, 15)
+// A tile's scales s (zmm29) and biases + s * 2^(bits-1) (zmm30), after its codes at `at`.
+#define KVLM_PARAMS_F32(at, b_off) "vmovups " at ", %%zmm29\n\tvmovups " #b_off at ", %%zmm30\n\t"
+#define KVLM_PARAMS_BF16(at, b_off)                                                                \
+  "vpmovzxwd " at ", %%zmm29\n\tvpslld $16, %%zmm29, %%zmm29\n\t"                                   \
+  "vpmovzxwd " #b_off at ", %%zmm30\n\tvpslld $16, %%zmm30, %%zmm30\n\t"
+#define KVLM_PARAMS_F16(at, b_off) "vcvtph2ps " at ", %%zmm29\n\tvcvtph2ps " #b_off at ", %%zmm30\n\t"
+#define KVLM_BIAS "vmulps %[mid]%{1to16%}, %%zmm29, %%zmm31\n\tvaddps %%zmm31, %%zmm30, %%zmm30\n\t"
+// F[i][u] = fma(b, sx, F); F = fma(s * d, float(P), F): int8_tile's epilogue, in its order.
+#define KVLM_EPI(i, u, acc, F, T)                                                      \
+  "vmovaps 64*(8*" #i "+" #u ")(%[io]), %%zmm" #F "\n\t"                              \
+  "vfmadd231ps 32+4*" #u "(%[tok])%{1to16%}, %%zmm30, %%zmm" #F "\n\t"                 \
+  "vmulps 4*" #u "(%[tok])%{1to16%}, %%zmm29, %%zmm" #T "\n\t"                         \
+  "vcvtdq2ps %%zmm" #acc ", %%zmm" #acc "\n\t"                                         \
+  "vfmadd231ps %%zmm" #T ", %%zmm" #acc ", %%zmm" #F "\n\t"                            \
+  "vmovaps %%zmm" #F ", 64*(8*" #i "+" #u ")(%[io])\n\t"
+#define KVLM_EPI_TILE(i, a0, a1, a2, a3, a4, a5, a6, a7)                                                      \
+  KVLM_EPI(i, 0, a0, 16, 24) KVLM_EPI(i, 1, a1, 17, 25) KVLM_EPI(i, 2, a2, 18, 26) KVLM_EPI(i, 3, a3, 19, 27) \
+  KVLM_EPI(i, 4, a4, 20, 24) KVLM_EPI(i, 5, a5, 21, 25) KVLM_EPI(i, 6, a6, 22, 26) KVLM_EPI(i, 7, a7, 23, 27)
+#define KVLM_TILE_ASM(words, x_step, fetch_params, params, b_off)                                             \
+  asm volatile(                                                                                               \
+      "vpbroadcastd %[mask], %%zmm28\n\t"                                                                     \
+      "mov 1024(%[io]), %%r8\n\tmov 1032(%[io]), %%r9\n\tmov 1040(%[io]), %%r10\n\tmov 1048(%[io]), %%r11\n\t" \
+      "1:\n\t" KVLM_GROUP_START                                                                               \
+      "mov 1056(%[io]), %%rdx\n\tadd %[p], %%rdx\n\t"                                                         \
+      "2:\n\t" words                                                                                          \
+      "add $" #x_step ", %%r8\n\tadd $" #x_step ", %%r9\n\tadd $" #x_step ", %%r10\n\t"                      \
+      "add $128, %[p]\n\tcmp %%rdx, %[p]\n\tjb 2b\n\t" fetch_params                                          \
+      params("(%[p])", b_off) KVLM_BIAS KVLM_EPI_TILE(0, 0, 1, 2, 3, 4, 5, 6, 7)                             \
+      params("(%[p],%[tb])", b_off) KVLM_BIAS KVLM_EPI_TILE(1, 8, 9, 10, 11, 12, 13, 14, 15)                 \
+      "add 1064(%[io]), %[p]\n\tadd $96, %[tok]\n\tcmp %[end], %[tok]\n\tjb 1b\n\t"                          \
+      : [p] "+r"(p), [tok] "+r"(tokens)                                                                       \
+      : [io] "r"(&io), [tb] "r"(tile_bytes), [end] "r"(tokens_end), [mask] "m"(kNibbleMask),                  \
+        [mid] "m"(kMid<kBits>)                                                                                \
+      : "rax", "rcx", "rdx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5",        \
+        "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16",       \
+        "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27",   \
+        "xmm28", "xmm29", "xmm30", "xmm31", "cc", "memory")
+#define KVLM_TILE_PARAMS(words, x_step, fetch_params)                                             \
+  if constexpr (kParams == 0) KVLM_TILE_ASM(words, x_step, fetch_params, KVLM_PARAMS_F32, 64);    \
+  else if constexpr (kParams == 1) KVLM_TILE_ASM(words, x_step, fetch_params, KVLM_PARAMS_BF16, 32); \
+  else KVLM_TILE_ASM(words, x_step, fetch_params, KVLM_PARAMS_F16, 32);
+    static_assert(sizeof(Int8TokenGroup) == 96 && offsetof(Int8TokenGroup, sx) == 32 &&
+                  offsetof(Int8TokenGroup, base) == 64);
+    static_assert(offsetof(HandTile, x0) == 1024 && offsetof(HandTile, in) == 1048 &&
+                  offsetof(HandTile, code_bytes) == 1056 && offsetof(HandTile, skip) == 1064 &&
+                  offsetof(HandTile, ahead) == 1072 && offsetof(HandTile, tile_end) == 1080);
+    if constexpr (kBits == 4 && kFetch) {
+      KVLM_TILE_PARAMS(KVLM_FETCH(0) KVLM_Q4_WORD(0, 0, 16, 17, 18, 19) KVLM_FETCH(64) KVLM_Q4_WORD(64, 8, 20, 21, 22, 23),
+                       16, KVLM_FETCH(0))
+    } else if constexpr (kBits == 4) {
+      KVLM_TILE_PARAMS(KVLM_Q4_WORD(0, 0, 16, 17, 18, 19) KVLM_Q4_WORD(64, 8, 20, 21, 22, 23), 16, "")
+    } else if constexpr (kFetch) {
+      KVLM_TILE_PARAMS(KVLM_FETCH(0) KVLM_Q8_WORD(0, 0, 16, 17) KVLM_FETCH(64) KVLM_Q8_WORD(64, 4, 20, 21), 8,
+                       KVLM_FETCH(0))
+    } else {
+      KVLM_TILE_PARAMS(KVLM_Q8_WORD(0, 0, 16, 17) KVLM_Q8_WORD(64, 4, 20, 21), 8, "")
+    }
+#undef KVLM_TILE_PARAMS
+#undef KVLM_TILE_ASM
+#undef KVLM_EPI_TILE
+#undef KVLM_EPI
+#undef KVLM_BIAS
+#undef KVLM_PARAMS_F16
+#undef KVLM_PARAMS_BF16
+#undef KVLM_PARAMS_F32
+#undef KVLM_GROUP_START
+#undef KVLM_BASE
+#undef KVLM_Q8_WORD
+#undef KVLM_Q8_TOKEN
+#undef KVLM_Q4_WORD
+#undef KVLM_Q4_TOKEN
+#undef KVLM_Q4_CODES
+#undef KVLM_FETCH
+#undef KVLM_X0
+#undef KVLM_X1
+#undef KVLM_X2
+#undef KVLM_X3
+#undef KVLM_X4
+#undef KVLM_X5
+#undef KVLM_X6
+#undef KVLM_X7
+  }
+  static constexpr int32_t kNibbleMask = 0x0F0F0F0F;
+  template <int kBits>
+  static constexpr float kMid = float(1 << (kBits - 1));
   static KVLM_TARGET Acc set1(int32_t v) { return _mm512_set1_epi32(v); }
   static KVLM_TARGET Acc zero() { return _mm512_setzero_si512(); }
   static KVLM_TARGET Acc add(Acc a, Acc b) { return _mm512_add_epi32(a, b); }

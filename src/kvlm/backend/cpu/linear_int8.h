@@ -133,6 +133,13 @@ struct Int8Acts {
   std::unique_ptr<std::byte[]> storage_;
 };
 
+// One group's activation scalars of 8 consecutive tokens, side by side: the layout an ISA's
+// hand-scheduled int8 tile reads (linear_int8_simd.inl builds them once per token block).
+struct Int8TokenGroup {
+  float d[8], sx[8];
+  int32_t base[8];
+};
+
 // Quantizes groups g0 .. g1-1 of token t of `a` from x, that token's `in` values (groups are
 // independent: the threads that compute parts of a row may each quantize theirs).
 void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0, int64_t g1);

@@ -11,9 +11,12 @@
 //               int32 lanes at least every kSettleWords words and before add or to_float; 0: no
 //               narrower sums), and for the quantizer amax (max |x| over a multiple of 16 values)
 //               and store_codes (16 integral floats stored as int8, in the 4-bit order of
-//               int8_act_index when asked).
+//               int8_act_index when asked), and kHandTile: true where the ISA has a hand-scheduled
+//               batch tile (HandTile, tile_2x8<kBits, kFetch, kParams>: int8_hand_tile says what
+//               it computes).
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/backend/cpu/linear_int8.h"
@@ -29,6 +32,9 @@ struct Int8Job {
   const Int8Acts* acts;
   float* y;  // output row r of token t at y[t * ldy + r - r0]
   int64_t ldy, r0;
+  // With I8::kHandTile: the scalars of the token tiles of 8 from token tokens_t0 on, [tile][group].
+  const Int8TokenGroup* tokens = nullptr;
+  int64_t tokens_t0 = 0;
 };
 
 // 16 scales or biases of a tile (f32, f16 or bf16) as f32.
@@ -61,6 +67,53 @@ template <int NT>
 KVLM_INLINE void int8_prefetch(const uint8_t* p) {
   if constexpr (NT == 1) __builtin_prefetch(p, 0, 0);
   else __builtin_prefetch(p);
+}
+
+// int8_tile of 2 tiles x 8 tokens on an ISA's hand-scheduled tile (I8::tile_2x8), which reads
+// the tokens' scalars from j.tokens: the same values and the same float operations in the same
+// order as int8_tile.
+template <int kBits, class Ops>
+KVLM_TARGET void int8_hand_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int64_t ahead, Vec (&out)[2][8]) {
+  const Int8Acts& a = *j.acts;
+  typename Ops::HandTile io;
+  KVLM_UNROLL for (int i = 0; i < 2; ++i)
+    KVLM_UNROLL for (int u = 0; u < 8; ++u) Vec::zero().store(io.F[i][u]);
+  io.x0 = reinterpret_cast<const uint8_t*>(a.q.data() + t * a.in);
+  io.in = a.in;
+  io.x3 = int64_t(reinterpret_cast<uintptr_t>(io.x0)) + 3 * a.in;
+  io.x6 = io.x3 + 3 * a.in;
+  io.code_bytes = j.words * 64;
+  io.skip = j.group_bytes - io.code_bytes;
+  io.ahead = ahead;
+  io.tile_end = tile + j.tile_bytes;
+  const Int8TokenGroup* tokens = j.tokens + (t - j.tokens_t0) / 8 * j.groups;
+  const Int8TokenGroup* end = tokens + j.groups;
+  const auto run = [&]<int kParams>() {
+    if (ahead) Ops::template tile_2x8<kBits, true, kParams>(io, tile, j.tile_bytes, tokens, end);
+    else Ops::template tile_2x8<kBits, false, kParams>(io, tile, j.tile_bytes, tokens, end);
+  };
+  switch (j.params) {
+    case DType::kBF16: run.template operator()<1>(); break;
+    case DType::kF16: run.template operator()<2>(); break;
+    default: run.template operator()<0>(); break;
+  }
+  KVLM_UNROLL for (int i = 0; i < 2; ++i)
+    KVLM_UNROLL for (int u = 0; u < 8; ++u) out[i][u] = Vec::load(io.F[i][u]);
+}
+
+// The scalars of tokens t0 .. t1-1's whole tiles of 8 in Int8TokenGroup's layout.
+inline void int8_token_groups(const Int8Acts& a, int64_t t0, int64_t t1, std::vector<Int8TokenGroup>& out) {
+  out.resize(size_t((t1 - t0) / 8 * a.groups));
+  for (int64_t t = t0; t + 8 <= t1; t += 8)
+    for (int64_t g = 0; g < a.groups; ++g) {
+      Int8TokenGroup& h = out[size_t((t - t0) / 8 * a.groups + g)];
+      for (int u = 0; u < 8; ++u) {
+        const size_t at = size_t((t + u) * a.groups + g);
+        h.d[u] = a.d[at];
+        h.sx[u] = a.sx[at];
+        h.base[u] = a.base[at];
+      }
+    }
 }
 
 template <int kBits, int NT, int NR>
@@ -146,7 +199,8 @@ template <int kBits, int NT, int NR>
 KVLM_TARGET void int8_tile_rows(const Int8Job& j, const uint8_t* tile, int64_t t, int64_t first,
                                 int64_t lo, int64_t hi, int64_t ahead) {
   Vec out[NR][NT];
-  int8_tile<kBits, NT, NR>(j, tile, t, ahead, out);
+  if constexpr (NT == 8 && NR == 2 && I8::kHandTile) int8_hand_tile<kBits, I8>(j, tile, t, ahead, out);
+  else int8_tile<kBits, NT, NR>(j, tile, t, ahead, out);
   KVLM_UNROLL for (int i = 0; i < NR; ++i) {
     const int64_t f = first + i * kInt8TileRows;
     const int64_t l = std::max(lo, f), h = std::min(hi, f + kInt8TileRows);
@@ -184,8 +238,8 @@ KVLM_TARGET void linear_int8_simd_bits(const LinearRows& job, const Int8Acts& ac
   const int G = w.quant->group_size;
   const DType params = w.scales.dtype();
   const int64_t group_bytes = int8_group_bytes(G, kBits, params);
-  const Int8Job j{static_cast<const uint8_t*>(w.int8_tiles.raw()), acts.groups * group_bytes,
-                  group_bytes, acts.groups, int64_t(G) * kBits / 32, params, &acts, job.y, job.ldy, job.r0};
+  Int8Job j{static_cast<const uint8_t*>(w.int8_tiles.raw()), acts.groups * group_bytes,
+            group_bytes, acts.groups, int64_t(G) * kBits / 32, params, &acts, job.y, job.ldy, job.r0};
   // Prefetch distance along the tiles' stream: 8 KB rather than 2 KB read the 0.5B shape's decode
   // linears at 3.1-3.6 instead of 3.5-4.9 ms per token (q4, five interleaved rounds; q8 likewise).
   constexpr int64_t kBlockBytes = 384 * 1024, kAheadBytes = 8192;
@@ -193,6 +247,12 @@ KVLM_TARGET void linear_int8_simd_bits(const LinearRows& job, const Int8Acts& ac
   const int64_t first_tile = job.r0 / kInt8TileRows, end = job.r0 + job.R;
   for (int64_t t = 0; t < job.T; t += block) {
     const int64_t t1 = std::min(job.T, t + block);
+    if constexpr (I8::kHandTile) {
+      thread_local std::vector<Int8TokenGroup> tokens;
+      int8_token_groups(acts, t, t1, tokens);
+      j.tokens = tokens.data();
+      j.tokens_t0 = t;
+    }
     for (int64_t tile = first_tile; tile * kInt8TileRows < end;) {
       const int64_t first = tile * kInt8TileRows, lo = std::max(first, job.r0);
       const uint8_t* at = j.tiles + tile * j.tile_bytes;
