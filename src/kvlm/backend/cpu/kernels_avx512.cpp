@@ -158,7 +158,7 @@ struct I8 {
   // 380 instructions per group: the accumulators' setup, pointers, spills). Zen 4, the two
   // alternating in one process: ops::linear on 2 threads, 512 tokens 570-598 -> 581-617 GOP/s,
   // 8 tokens from memory +2-6%; LinearInt8/2/*/128 (one thread) 285-288 -> 326-331 GOP/s. The
-  // epilogue's three multiplies per 16 vpdpbusd (FMA pipes) now bound it.
+  // epilogue's two fmas and a multiply per 16 vpdpbusd (FMA pipes) now bound it.
   // Registers: tile i's accumulator of token u in zmm(8i+u); per word the two tiles' codes in
   // zmm16-19 (zmm20-23 for the second word of a step); the activations' broadcasts in zmm24-27;
   // the nibble mask in zmm28; a group's scales and biases in zmm29-30. Token u's activations are
@@ -191,6 +191,8 @@ struct I8 {
   "vpsrlw $4, %%zmm" #A ", %%zmm" #C "\n\tvpsrlw $4, %%zmm" #B ", %%zmm" #D "\n\t"             \
   "vpandd %%zmm28, %%zmm" #A ", %%zmm" #A "\n\tvpandd %%zmm28, %%zmm" #B ", %%zmm" #B "\n\t"    \
   "vpandd %%zmm28, %%zmm" #C ", %%zmm" #C "\n\tvpandd %%zmm28, %%zmm" #D ", %%zmm" #D "\n\t"
+// Token u (tile 1's accumulator zmm r = zmm(8+u), activations at X): low nibbles A (tile 0) and
+// B (tile 1) against the word's first 4 activations, high nibbles C and D against the next 4.
 #define KVLM_Q4_TOKEN(u, r, X, off, A, B, C, D, T0, T1)                                              \
   "vpbroadcastd " #off X ", %%zmm" #T0 "\n\tvpbroadcastd 4+" #off X ", %%zmm" #T1 "\n\t"            \
   "vpdpbusd %%zmm" #T0 ", %%zmm" #A ", %%zmm" #u "\n\tvpdpbusd %%zmm" #T0 ", %%zmm" #B ", %%zmm" #r "\n\t" \
