@@ -167,8 +167,8 @@ struct I8 {
   static constexpr bool kHandTile = true;
   struct alignas(64) HandTile {
     float F[2][8][16];     // zero in; out: per tile and token, the 16 rows' outputs
-    const uint8_t* x0;     // token 0's activations of group 0
-    int64_t x3, x6, in;    // x0 + 3*in, x0 + 6*in as addresses; bytes between tokens
+    const uint8_t *x0, *x3, *x6;  // tokens 0, 3 and 6's activations of group 0
+    int64_t in;                   // bytes between tokens
     int64_t code_bytes, skip;    // codes of one tile's group; bytes from there to the next group
     int64_t ahead;               // prefetch distance (0: none)
     const uint8_t* tile_end;     // tile 0's end: prefetches that pass it serve the next tiles

@@ -80,7 +80,7 @@ KVLM_TARGET void int8_hand_tile(const Int8Job& j, const uint8_t* tile, int64_t t
     KVLM_UNROLL for (int u = 0; u < 8; ++u) Vec::zero().store(io.F[i][u]);
   io.x0 = reinterpret_cast<const uint8_t*>(a.q.data() + t * a.in);
   io.in = a.in;
-  io.x3 = int64_t(reinterpret_cast<uintptr_t>(io.x0)) + 3 * a.in;
+  io.x3 = io.x0 + 3 * a.in;
   io.x6 = io.x3 + 3 * a.in;
   io.code_bytes = j.words * 64;
   io.skip = j.group_bytes - io.code_bytes;
