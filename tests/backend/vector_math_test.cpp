@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kvlm/backend/cpu/dot.h"
 #include "kvlm/backend/cpu/vector_math.h"
 
 namespace kvlm::cpu {
@@ -144,6 +145,42 @@ TEST(VectorMath, SamplerPassesOfEveryIsaEqualPortable) {
         EXPECT_EQ(std::memcmp(&got_sum, &want_sum, sizeof(double)), 0) << isa_name(isa) << " n " << n;
         EXPECT_EQ(std::memcmp(got_exp.data(), want_exp.data(), c.size() * 4), 0) << isa_name(isa) << " n " << n;
         EXPECT_EQ(std::memcmp(got_log.data(), want_log.data(), c.size() * 4), 0) << isa_name(isa) << " n " << n;
+      }
+    }
+  }
+}
+
+// Attention's softmax reductions: the maximum that skips NaN (std::max from -inf) and the sum in
+// dot.h's 16-lane order (the dot product with a row of ones), at every length up to 40 and at 513,
+// with NaN among the values, and rows of -inf and of negative zeros.
+TEST(VectorMath, SoftmaxReductionsOfEveryIsaEqualPortable) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<int64_t> lengths(41);
+  for (int64_t n = 0; n <= 40; ++n) lengths[size_t(n)] = n;
+  lengths.push_back(513);
+  for (int64_t n : lengths) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = d(rng);
+    std::vector<std::vector<float>> cases = {x};
+    if (n > 0) {
+      std::vector<float> with_nan = x, low = x, zeros(x.size(), -0.0f);
+      with_nan[0] = with_nan[size_t(n) - 1] = nan;
+      for (float& v : low) v = -inf;
+      cases.insert(cases.end(), {with_nan, low, zeros});
+    }
+    const std::vector<float> ones(x.size(), 1.0f);
+    for (const std::vector<float>& c : cases) {
+      float want_max = -inf;
+      for (float v : c) want_max = std::max(want_max, v);
+      const float want_sum = dot_portable(c.data(), ones.data(), n);
+      for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+        if (!isa_supported(isa)) continue;
+        const float got_max = vector_math(isa).max_value(c.data(), n);
+        const float got_sum = vector_math(isa).sum_lanes(c.data(), n);
+        EXPECT_EQ(std::memcmp(&got_max, &want_max, 4), 0) << isa_name(isa) << " n " << n;
+        EXPECT_EQ(std::memcmp(&got_sum, &want_sum, 4), 0) << isa_name(isa) << " n " << n;
       }
     }
   }

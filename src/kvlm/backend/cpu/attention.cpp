@@ -100,37 +100,6 @@ void decode_block(const float* (*decode)(const KVCodec&, const uint8_t*, float*)
   for (int r = count; r < kKeyBlock; ++r) row[r] = row[0];
 }
 
-// out[g] = op(...op(op(init, s_g[0]), s_g[1])..., s_g[n-1]) for the N heads at s (head g's
-// values at s + g*ns), in position order. The heads advance together with their running values in
-// registers, so their dependency chains overlap.
-template <int N, class Op>
-void reduce_head_tile(const float* s, size_t ns, int64_t n, float init, Op op, float* out) {
-  float r[N];
-  for (float& x : r) x = init;
-  for (int64_t j = 0; j < n; ++j) {
-#pragma GCC unroll 8
-    for (int g = 0; g < N; ++g) r[g] = op(r[g], s[size_t(g) * ns + size_t(j)]);
-  }
-  for (int g = 0; g < N; ++g) out[g] = r[g];
-}
-
-template <class Op>
-void reduce_heads(const float* s, size_t ns, int64_t n, int group, float init, Op op, float* out) {
-  int g = 0;
-  for (; g + 8 <= group; g += 8) reduce_head_tile<8>(s + size_t(g) * ns, ns, n, init, op, out + g);
-  const float* sg = s + size_t(g) * ns;
-  switch (group - g) {
-    case 1: return reduce_head_tile<1>(sg, ns, n, init, op, out + g);
-    case 2: return reduce_head_tile<2>(sg, ns, n, init, op, out + g);
-    case 3: return reduce_head_tile<3>(sg, ns, n, init, op, out + g);
-    case 4: return reduce_head_tile<4>(sg, ns, n, init, op, out + g);
-    case 5: return reduce_head_tile<5>(sg, ns, n, init, op, out + g);
-    case 6: return reduce_head_tile<6>(sg, ns, n, init, op, out + g);
-    case 7: return reduce_head_tile<7>(sg, ns, n, init, op, out + g);
-    default: return;
-  }
-}
-
 }  // namespace
 
 AttentionRowOps attention_row_ops_portable(const KVCodec&) { return kPortableOps; }
@@ -208,15 +177,16 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     const ChunkResult& out = queries[t].out;
     const int64_t n = queries[t].end - begin;
     float* s = scores(t);
-    // Softmax per head: maximum, numerators, their sum in position order.
-    reduce_heads(s, ns, n, group, -INFINITY, [](float m, float x) { return std::max(m, x); }, out.m);
+    // Softmax per head: maximum, numerators, their sum (in 16 lanes, vector_math's sum_lanes), and
+    // the value weights w = p / l, once per (head, key).
+    const VectorMathKernels& vm = vector_math();
     for (int g = 0; g < group; ++g) {
       float* sg = s + size_t(g) * ns;
-      vector_math().exp_scaled(sg, sg, n, 1.0f, out.m[g]);
+      out.m[g] = vm.max_value(sg, n);
+      vm.exp_scaled(sg, sg, n, 1.0f, out.m[g]);
+      out.l[g] = vm.sum_lanes(sg, n);
+      vm.divide(sg, n, out.l[g]);
     }
-    reduce_heads(s, ns, n, group, 0.0f, [](float l, float x) { return l + x; }, out.l);
-    // The value weights w = p / l, once per (head, key).
-    for (int g = 0; g < group; ++g) vector_math().divide(s + size_t(g) * ns, n, out.l[g]);
     std::fill(out.o, out.o + size_t(group) * size_t(d), 0.0f);
   }
   for (int64_t j = 0; j < n_max; j += kKeyBlock) {
@@ -506,8 +476,8 @@ Tensor attention_reference(const Tensor& q, const ops::PagedKV& kv, int64_t n_pa
         scores.push_back(key_score(qv, k.data(), int(D), 1, p.scale));
         m = std::max(m, scores.back());
       }
-      float sum = 0.0f;
-      for (float& s : scores) sum += (s = exp_portable(s - m));
+      for (float& s : scores) s = exp_portable(s - m);
+      const float sum = sum_lanes_portable(scores.data(), int64_t(scores.size()));
       float* o = out.data<float>() + (i * heads + h) * D;
       for (int64_t j = first; j <= pos; ++j) {
         const float w = scores[size_t(j - first)] / sum;

@@ -348,6 +348,8 @@ void rms_norm_row_avx512(const float* x, const float* w, int64_t n, float eps, f
   rms_norm_row_simd(x, w, n, eps, y);
 }
 void divide_avx512(float* x, int64_t n, float d) { divide_simd(x, n, d); }
+float max_value_avx512(const float* x, int64_t n) { return max_value_simd(x, n); }
+float sum_lanes_avx512(const float* x, int64_t n) { return sum_lanes_simd(x, n); }
 void add_scaled_avx512(float* x, const float* y, int64_t n, float scale) { add_scaled_simd(x, y, n, scale); }
 void rope_rotate_avx512(float* v, const float* cs, int64_t half) { rope_rotate_simd(v, cs, half); }
 int64_t argmax_avx512(const float* x, int64_t n) { return argmax_simd(x, n); }

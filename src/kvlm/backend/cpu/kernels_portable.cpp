@@ -1,6 +1,7 @@
 // The reference paths of dot.h, linear_rows.h and vector_math.h, and the per-ISA dispatch tables.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
@@ -60,6 +61,20 @@ void divide_portable(float* x, int64_t n, float d) {
   for (int64_t i = 0; i < n; ++i) x[i] /= d;
 }
 
+float max_value_portable(const float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+float sum_lanes_portable(const float* x, int64_t n) {
+  float acc[kDotLanes] = {};
+  int64_t i = 0;
+  for (; i < n; i += kDotLanes)
+    for (int64_t k = 0; k < kDotLanes; ++k) acc[k] += i + k < n ? x[i + k] : 0.0f;
+  return fold_lanes(acc);
+}
+
 void add_scaled_portable(float* x, const float* y, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] + y[i] * scale;
 }
@@ -106,14 +121,16 @@ double sum_at_least_portable(const float* w, const float* keys, int64_t n, float
 const VectorMathKernels& vector_math(Isa isa) {
   static constexpr VectorMathKernels kPortable = {
       exp_scaled_portable, silu_mul_portable, rms_norm_row_portable, divide_portable,
-      add_scaled_portable, rope_rotate_portable, argmax_portable, sum_f64_portable,
+      max_value_portable, sum_lanes_portable, add_scaled_portable, rope_rotate_portable, argmax_portable, sum_f64_portable,
       subtract_log_sum_portable, select_at_least_portable, sum_at_least_portable};
   static constexpr VectorMathKernels kAvx2 = {
-      exp_scaled_avx2, silu_mul_avx2, rms_norm_row_avx2, divide_avx2, add_scaled_avx2,
+      exp_scaled_avx2, silu_mul_avx2, rms_norm_row_avx2, divide_avx2, max_value_avx2, sum_lanes_avx2,
+      add_scaled_avx2,
       rope_rotate_avx2, argmax_avx2, sum_f64_avx2, subtract_log_sum_avx2, select_at_least_avx2,
       sum_at_least_avx2};
   static constexpr VectorMathKernels kAvx512 = {
-      exp_scaled_avx512, silu_mul_avx512, rms_norm_row_avx512, divide_avx512, add_scaled_avx512,
+      exp_scaled_avx512, silu_mul_avx512, rms_norm_row_avx512, divide_avx512, max_value_avx512,
+      sum_lanes_avx512, add_scaled_avx512,
       rope_rotate_avx512, argmax_avx512, sum_f64_avx512, subtract_log_sum_avx512,
       select_at_least_avx512, sum_at_least_avx512};
   switch (isa) {

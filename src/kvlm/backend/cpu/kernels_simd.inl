@@ -354,6 +354,27 @@ KVLM_TARGET void divide_simd(float* x, int64_t n, float d) {
   for (; i < n; ++i) x[i] /= d;
 }
 
+// Vec::max(v, m) keeps m where v is NaN, as std::max(m, v) does; m never holds a NaN.
+KVLM_TARGET float max_value_simd(const float* x, int64_t n) {
+  Vec m = Vec::set1(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) m = Vec::max(Vec::load(x + i), m);
+  float best = Vec::fold_max(m);
+  for (; i < n; ++i) best = std::max(best, x[i]);
+  return best;
+}
+
+KVLM_TARGET float sum_lanes_simd(const float* x, int64_t n) {
+  Vec acc = Vec::zero();
+  int64_t i = 0;
+  for (; i + kDotLanes <= n; i += kDotLanes) acc = Vec::add(acc, Vec::load(x + i));
+  if (i < n) {
+    const float* t = x + i;
+    acc = Vec::add(acc, padded_tail(n - i, [t](int64_t k) { return t[k]; }));
+  }
+  return Vec::fold(acc);
+}
+
 KVLM_TARGET void add_scaled_simd(float* x, const float* y, int64_t n, float scale) {
   const Vec s = Vec::set1(scale);
   int64_t i = 0;

@@ -59,6 +59,16 @@ void rms_norm_row_avx512(const float* x, const float* w, int64_t n, float eps, f
 void divide_portable(float* x, int64_t n, float d);
 void divide_avx2(float* x, int64_t n, float d);
 void divide_avx512(float* x, int64_t n, float d);
+// The largest of x[0 .. n) that is not NaN, -inf if there is none: std::max(m, x[i]) from
+// m = -inf (a maximum does not depend on the order, so the SIMD paths take 16 at a time).
+float max_value_portable(const float* x, int64_t n);
+float max_value_avx2(const float* x, int64_t n);
+float max_value_avx512(const float* x, int64_t n);
+// The sum of x[0 .. n) in dot.h's order: 16 lanes, lane k adding x[k], x[16+k], ... (the last
+// partial block padded with zeros), then folded in halves.
+float sum_lanes_portable(const float* x, int64_t n);
+float sum_lanes_avx2(const float* x, int64_t n);
+float sum_lanes_avx512(const float* x, int64_t n);
 // x[i] = x[i] + y[i] * scale, the product rounded first (exact for scale 1).
 void add_scaled_portable(float* x, const float* y, int64_t n, float scale);
 void add_scaled_avx2(float* x, const float* y, int64_t n, float scale);
@@ -113,6 +123,8 @@ struct VectorMathKernels {
   void (*silu_mul)(const float* g, const float* u, float* o, int64_t n);
   void (*rms_norm_row)(const float* x, const float* w, int64_t n, float eps, float* y);
   void (*divide)(float* x, int64_t n, float d);
+  float (*max_value)(const float* x, int64_t n);
+  float (*sum_lanes)(const float* x, int64_t n);
   void (*add_scaled)(float* x, const float* y, int64_t n, float scale);
   void (*rope_rotate)(float* v, const float* cs, int64_t half);
   int64_t (*argmax)(const float* x, int64_t n);
