@@ -106,19 +106,28 @@ TEST(VectorMath, AddScaledAndRopeRotateOfEveryIsaEqualPortable) {
   }
 }
 
+// Calls check(n, x) for every length n up to 40 (tails of every size after whole vectors) and for
+// `long_n`, x a row of n normal values (standard deviation 4) drawn from `seed`.
+template <class Check>
+void for_each_random_row(unsigned seed, int64_t long_n, Check check) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  std::vector<int64_t> lengths(41);
+  for (int64_t n = 0; n <= 40; ++n) lengths[size_t(n)] = n;
+  lengths.push_back(long_n);
+  for (int64_t n : lengths) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = d(rng);
+    check(n, x);
+  }
+}
+
 // The sampler's passes: argmax (ties to the first, a NaN wins wherever it is), the sum in double,
 // log-softmax and the temperature-scaled exponentials, at every length up to 40 (tails of every
 // size after whole vectors) and at a vocabulary-like 32003.
 TEST(VectorMath, SamplerPassesOfEveryIsaEqualPortable) {
-  std::mt19937 rng(11);
-  std::normal_distribution<float> d(0.0f, 4.0f);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  std::vector<int64_t> lengths(41);
-  for (int64_t n = 0; n <= 40; ++n) lengths[size_t(n)] = n;
-  lengths.push_back(32003);
-  for (int64_t n : lengths) {
-    std::vector<float> x(static_cast<size_t>(n));
-    for (float& v : x) v = d(rng);
+  for_each_random_row(11, 32003, [&](int64_t n, const std::vector<float>& x) {
     std::vector<std::vector<float>> cases = {x};
     if (n > 0) {
       std::vector<float> tie = x, with_nan = x, low = x;
@@ -147,22 +156,15 @@ TEST(VectorMath, SamplerPassesOfEveryIsaEqualPortable) {
         EXPECT_EQ(std::memcmp(got_log.data(), want_log.data(), c.size() * 4), 0) << isa_name(isa) << " n " << n;
       }
     }
-  }
+  });
 }
 
 // Attention's softmax reductions: the maximum that skips NaN (std::max from -inf) and the sum in
 // dot.h's 16-lane order (the dot product with a row of ones), at every length up to 40 and at 513,
 // with NaN among the values, and rows of -inf and of negative zeros.
 TEST(VectorMath, SoftmaxReductionsOfEveryIsaEqualPortable) {
-  std::mt19937 rng(13);
-  std::normal_distribution<float> d(0.0f, 4.0f);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  std::vector<int64_t> lengths(41);
-  for (int64_t n = 0; n <= 40; ++n) lengths[size_t(n)] = n;
-  lengths.push_back(513);
-  for (int64_t n : lengths) {
-    std::vector<float> x(static_cast<size_t>(n));
-    for (float& v : x) v = d(rng);
+  for_each_random_row(13, 513, [&](int64_t n, const std::vector<float>& x) {
     std::vector<std::vector<float>> cases = {x};
     if (n > 0) {
       std::vector<float> with_nan = x, low = x, zeros(x.size(), -0.0f);
@@ -183,7 +185,7 @@ TEST(VectorMath, SoftmaxReductionsOfEveryIsaEqualPortable) {
         EXPECT_EQ(std::memcmp(&got_sum, &want_sum, 4), 0) << isa_name(isa) << " n " << n;
       }
     }
-  }
+  });
 }
 
 // The tokens at or above a floor and their mass, in index order: floors that keep none, some and
