@@ -1,6 +1,6 @@
 // AVX-512 operations of attention (attention_kernels.h): the block kernels of
-// attention_blocks.inl, where one 16-lane accumulator is one zmm register, so a key block's 16
-// score accumulators and the value loop's accumulators stay in registers; and the row decoders of
+// attention_blocks.inl, where one 16-lane accumulator is one zmm register, so a query row's 16
+// scores and the value loop's accumulators stay in registers; and the row decoders of
 // attention_rows.inl 16 elements at a time. Both compute exactly the portable expressions, so every
 // ISA gives the same bits.
 // GCC 12 reports false "uninitialized __Y" warnings inside its own AVX-512 intrinsic headers.
@@ -28,7 +28,9 @@ struct Lanes {
 
   // out[c*16 + r] = k[r][i + c]: rows paired within 128-bit lanes (unpack, then shuffle: lane L
   // of register 4q + m holds element 4L + m of rows 4q .. 4q+3), then the four row quads'
-  // 128-bit lanes gathered into each output row.
+  // 128-bit lanes gathered into each output row. Inlined into keys_across' loop: called out of
+  // line, each call's 16 loads waited for memory before the next call's were issued, and decode
+  // over a cold KV (AttentionFromMemory) ran up to 10% slower.
   static KVLM_TARGET inline __attribute__((always_inline)) void transpose16(const float* const* k, int i, float* out) {
     __m512 a[16], b[16];
     #pragma GCC unroll 16

@@ -58,9 +58,9 @@ struct AttentionRowOps {
 };
 
 AttentionRowOps attention_row_ops_portable(const KVCodec& codec);
-// The AVX2 (+F16C, FMA) operations for the codec; portable decoders where a codec has no AVX2
-// one (MLX affine 6-bit, head dims not a multiple of 8), portable block kernels for head dims
-// not a multiple of 16. Needs a CPU with AVX2, FMA and F16C.
+// The AVX2 (+F16C, FMA) operations for the codec; portable ones where a codec has no AVX2 decoder
+// (MLX affine 6-bit) or the head dim is not a multiple of 8, and the portable value kernel for
+// head dims not a multiple of 16. Needs a CPU with AVX2, FMA and F16C.
 AttentionRowOps attention_row_ops_avx2(const KVCodec& codec);
 // attention_row_ops_avx2 with AVX-512 block kernels. Needs AVX-512 F/BW/VL/DQ.
 AttentionRowOps attention_row_ops_avx512(const KVCodec& codec);
