@@ -42,16 +42,11 @@ const float* portable_value(const KVCodec& c, const uint8_t* row, float* buf) {
   return buf;
 }
 
-void portable_keys_across(const float* const* k, int d, float* kt) {
-  for (int i = 0; i < d; ++i)
-    for (int r = 0; r < kKeyBlock; ++r) kt[size_t(i) * kKeyBlock + size_t(r)] = k[r][i];
-}
-
-void portable_score_block(const float* q, int group, int d, const float* kt, float scale, float* s,
-                          size_t stride) {
+void portable_score_block(const float* q, int group, int d, const float* const* k, int rows,
+                          float scale, float* s, size_t stride) {
   for (int g = 0; g < group; ++g)
-    for (int r = 0; r < kKeyBlock; ++r)
-      s[size_t(g) * stride + size_t(r)] = key_score(q + size_t(g) * size_t(d), kt + r, d, kKeyBlock, scale);
+    for (int r = 0; r < rows; ++r)
+      s[size_t(g) * stride + size_t(r)] = dot(q + size_t(g) * size_t(d), k[r], d) * scale;
 }
 
 void portable_accumulate(float* acc, int group, int d, const float* w, size_t stride,
@@ -64,8 +59,8 @@ void portable_accumulate(float* acc, int group, int d, const float* w, size_t st
     }
 }
 
-constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_keys_across,
-                                          portable_score_block, portable_accumulate};
+constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable_score_block,
+                                          portable_accumulate};
 
 // Rows are read once and little work is done per byte, so each pass over a chunk's keys or values
 // fetches the block kFetchBlocks ahead of the one it computes on (the hardware prefetcher alone
@@ -134,9 +129,8 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
   // Scores of query t, head g at s[(t*group + g)*ns ..], ns padded to whole blocks so a block's
   // scores always fit.
   const size_t ns = size_t((n_max + kKeyBlock - 1) / kKeyBlock * kKeyBlock);
-  scratch.resize(queries.size() * size_t(group) * ns + 2 * size_t(kKeyBlock) * size_t(d));
+  scratch.resize(queries.size() * size_t(group) * ns + size_t(kKeyBlock) * size_t(d));
   float* buf = scratch.data() + queries.size() * size_t(group) * ns;
-  float* kt = buf + size_t(kKeyBlock) * size_t(d);  // the decoded key block across lanes
   const auto scores = [&](size_t t) { return scratch.data() + t * size_t(group) * ns; };
   const float* row[kKeyBlock];
   // The chunk's row addresses, found once: KVRows::slot divides by the page size, and every row
@@ -160,7 +154,6 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
       codes->kernels.prepare(*codes->key, raw, count, key_block);
     } else {
       decode_block(ops.key, codec, key_at, rows.key_bytes, j, count, n_max, buf, row);
-      ops.keys_across(row, d, kt);
     }
     // Past the keys' end the fetches run on into the values, so the value pass starts warm.
     for (int64_t r = std::max<int64_t>(0, j + kFetchBlocks * kKeyBlock - n_max);
@@ -170,7 +163,7 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
       const ChunkQuery& cq = queries[t];
       if (j >= cq.end - begin) continue;
       if (key_codes) codes->kernels.score(*codes->key, key_block, *cq.codes, cq.code_row, group, scale, scores(t) + j, ns);
-      else ops.score_block(cq.q, group, d, kt, scale, scores(t) + j, ns);
+      else ops.score_block(cq.q, group, d, row, int(std::min<int64_t>(kKeyBlock, cq.end - begin - j)), scale, scores(t) + j, ns);
     }
   }
   for (size_t t = 0; t < queries.size(); ++t) {
@@ -473,7 +466,7 @@ Tensor attention_reference(const Tensor& q, const ops::PagedKV& kv, int64_t n_pa
       float m = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
         codec.decode_key_row(rows.key(j), k.data());
-        scores.push_back(key_score(qv, k.data(), int(D), 1, p.scale));
+        scores.push_back(dot(qv, k.data(), D) * p.scale);
         m = std::max(m, scores.back());
       }
       for (float& s : scores) s = exp_portable(s - m);

@@ -92,42 +92,32 @@ struct Lanes {
   static KVLM_TARGET Lanes add(Lanes a, Lanes b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
   static KVLM_TARGET Lanes mul(Lanes a, Lanes b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
 
-  // out[c*16 + r] = k[r][i + c], as four 8x8 transposes (rows 0-7 / 8-15 by elements 0-7 / 8-15).
-  static KVLM_TARGET void transpose16(const float* const* k, int i, float* out) {
-    #pragma GCC unroll 4
-    for (int part = 0; part < 4; ++part) transpose8(k + 8 * (part % 2), i + 8 * (part / 2), out + 8 * (part % 2) + 128 * (part / 2));
-  }
-
-  // out[c*16 + r] = k[r][i + c] for r, c < 8: rows paired within 128-bit lanes (unpack, then
-  // shuffle: lane L of register 4q + m holds element 4L + m of rows 4q .. 4q+3), then the two row
-  // quads' lanes joined.
-  static KVLM_TARGET void transpose8(const float* const* k, int i, float* out) {
-    __m256 a[8], b[8];
-    #pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) a[r] = _mm256_loadu_ps(k[r] + i);
-    #pragma GCC unroll 8
-    for (int p = 0; p < 4; ++p) {
-      b[2 * p] = _mm256_unpacklo_ps(a[2 * p], a[2 * p + 1]);
-      b[2 * p + 1] = _mm256_unpackhi_ps(a[2 * p], a[2 * p + 1]);
-    }
-    #pragma GCC unroll 8
-    for (int q = 0; q < 2; ++q) {
-      a[4 * q] = _mm256_shuffle_ps(b[4 * q], b[4 * q + 2], 0x44);
-      a[4 * q + 1] = _mm256_shuffle_ps(b[4 * q], b[4 * q + 2], 0xEE);
-      a[4 * q + 2] = _mm256_shuffle_ps(b[4 * q + 1], b[4 * q + 3], 0x44);
-      a[4 * q + 3] = _mm256_shuffle_ps(b[4 * q + 1], b[4 * q + 3], 0xEE);
-    }
-    #pragma GCC unroll 8
-    for (int m = 0; m < 4; ++m) {
-      _mm256_storeu_ps(out + 16 * m, _mm256_permute2f128_ps(a[m], a[4 + m], 0x20));
-      _mm256_storeu_ps(out + 16 * (4 + m), _mm256_permute2f128_ps(a[m], a[4 + m], 0x31));
+  // The fold of 16 accumulators, each step adding two rows' halves at once:
+  //   k + k+8: lo + hi, one row per register;
+  //   k + k+4: 128-bit halves of rows 2p, 2p+1 side by side, added (a register holds 2 rows);
+  //   k + k+2, k + k+1: shuffles within 128-bit lanes pair up two registers (4, then 8 rows).
+  // Register e[t] then holds row 8t + 2m + L in element 4L + m; one permute restores row order.
+  static KVLM_TARGET void reduce16(const Lanes (&acc)[16], float* out) {
+    __m256 b[16], c[8], d[4];
+    #pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) b[r] = _mm256_add_ps(acc[r].lo, acc[r].hi);
+    #pragma GCC unroll 16
+    for (int p = 0; p < 8; ++p)
+      c[p] = _mm256_add_ps(_mm256_permute2f128_ps(b[2 * p], b[2 * p + 1], 0x20),
+                           _mm256_permute2f128_ps(b[2 * p], b[2 * p + 1], 0x31));
+    #pragma GCC unroll 16
+    for (int s = 0; s < 4; ++s)
+      d[s] = _mm256_add_ps(_mm256_shuffle_ps(c[2 * s], c[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm256_shuffle_ps(c[2 * s], c[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    #pragma GCC unroll 16
+    for (int t = 0; t < 2; ++t) {
+      const __m256 e = _mm256_add_ps(_mm256_shuffle_ps(d[2 * t], d[2 * t + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm256_shuffle_ps(d[2 * t], d[2 * t + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+      _mm256_storeu_ps(out + 8 * t, _mm256_permutevar8x32_ps(e, order));
     }
   }
 };
-
-// 16 ymm registers: 6 query rows' score accumulators of two registers each, the key vector's two
-// and a broadcast.
-constexpr int kScoreRows = 6;
 
 // 16 ymm registers: 4 accumulators of two registers each (one head x 4 slices), the rest for
 // value slices and the weight.
@@ -146,9 +136,10 @@ AttentionRowOps attention_row_ops_avx2(const KVCodec& codec) {
   AttentionRowOps ops = attention_row_ops_portable(codec);
   if (codec.head_dim() % 8 != 0) return ops;
   use_row_decoders(codec, ops);
-  ops.keys_across = keys_across_simd;
-  ops.score_block = score_block_simd;
-  if (codec.head_dim() % 16 == 0) ops.accumulate = accumulate_simd;
+  if (codec.head_dim() % 16 == 0) {
+    ops.score_block = score_block_simd;
+    ops.accumulate = accumulate_simd;
+  }
   return ops;
 }
 

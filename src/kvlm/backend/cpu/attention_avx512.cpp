@@ -1,6 +1,6 @@
 // AVX-512 operations of attention (attention_kernels.h): the block kernels of
-// attention_blocks.inl, where one 16-lane accumulator is one zmm register, so a query row's 16
-// scores and the value loop's accumulators stay in registers; and the row decoders of
+// attention_blocks.inl, where one 16-lane accumulator is one zmm register, so a key block's 16
+// score accumulators and the value loop's accumulators stay in registers; and the row decoders of
 // attention_rows.inl 16 elements at a time. Both compute exactly the portable expressions, so every
 // ISA gives the same bits.
 // GCC 12 reports false "uninitialized __Y" warnings inside its own AVX-512 intrinsic headers.
@@ -26,42 +26,31 @@ struct Lanes {
   static KVLM_TARGET Lanes add(Lanes a, Lanes b) { return {_mm512_add_ps(a.v, b.v)}; }
   static KVLM_TARGET Lanes mul(Lanes a, Lanes b) { return {_mm512_mul_ps(a.v, b.v)}; }
 
-  // out[c*16 + r] = k[r][i + c]: rows paired within 128-bit lanes (unpack, then shuffle: lane L
-  // of register 4q + m holds element 4L + m of rows 4q .. 4q+3), then the four row quads'
-  // 128-bit lanes gathered into each output row. Inlined into keys_across' loop: called out of
-  // line, each call's 16 loads waited for memory before the next call's were issued, and decode
-  // over a cold KV (AttentionFromMemory) ran up to 10% slower.
-  static KVLM_TARGET inline __attribute__((always_inline)) void transpose16(const float* const* k, int i, float* out) {
-    __m512 a[16], b[16];
+  // The fold of 16 accumulators, each step adding the halves of several rows at once:
+  //   k + k+8: 256-bit halves of rows 2p, 2p+1 gathered into two registers and added;
+  //   k + k+4: 128-bit quarters of four rows likewise (a register then holds 4 rows);
+  //   k + k+2, k + k+1: shuffles within 128-bit lanes pair up two registers (8, then 16 rows).
+  // The result holds row 4m + L in element 4L + m; one permute restores row order.
+  static KVLM_TARGET void reduce16(const Lanes (&acc)[16], float* out) {
+    __m512 b[8], c[4], d[2];
     #pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) a[r] = _mm512_loadu_ps(k[r] + i);
+    for (int p = 0; p < 8; ++p)
+      b[p] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * p].v, acc[2 * p + 1].v, 0x44),
+                           _mm512_shuffle_f32x4(acc[2 * p].v, acc[2 * p + 1].v, 0xEE));
     #pragma GCC unroll 16
-    for (int p = 0; p < 8; ++p) {
-      b[2 * p] = _mm512_unpacklo_ps(a[2 * p], a[2 * p + 1]);
-      b[2 * p + 1] = _mm512_unpackhi_ps(a[2 * p], a[2 * p + 1]);
-    }
+    for (int q = 0; q < 4; ++q)
+      c[q] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * q], b[2 * q + 1], 0x88),
+                           _mm512_shuffle_f32x4(b[2 * q], b[2 * q + 1], 0xDD));
     #pragma GCC unroll 16
-    for (int q = 0; q < 4; ++q) {
-      a[4 * q] = _mm512_shuffle_ps(b[4 * q], b[4 * q + 2], 0x44);
-      a[4 * q + 1] = _mm512_shuffle_ps(b[4 * q], b[4 * q + 2], 0xEE);
-      a[4 * q + 2] = _mm512_shuffle_ps(b[4 * q + 1], b[4 * q + 3], 0x44);
-      a[4 * q + 3] = _mm512_shuffle_ps(b[4 * q + 1], b[4 * q + 3], 0xEE);
-    }
-    #pragma GCC unroll 16
-    for (int m = 0; m < 4; ++m) {
-      const __m512 t0 = _mm512_shuffle_f32x4(a[m], a[4 + m], 0x44), t1 = _mm512_shuffle_f32x4(a[m], a[4 + m], 0xEE);
-      const __m512 u0 = _mm512_shuffle_f32x4(a[8 + m], a[12 + m], 0x44), u1 = _mm512_shuffle_f32x4(a[8 + m], a[12 + m], 0xEE);
-      _mm512_storeu_ps(out + 16 * m, _mm512_shuffle_f32x4(t0, u0, 0x88));
-      _mm512_storeu_ps(out + 16 * (4 + m), _mm512_shuffle_f32x4(t0, u0, 0xDD));
-      _mm512_storeu_ps(out + 16 * (8 + m), _mm512_shuffle_f32x4(t1, u1, 0x88));
-      _mm512_storeu_ps(out + 16 * (12 + m), _mm512_shuffle_f32x4(t1, u1, 0xDD));
-    }
+    for (int s = 0; s < 2; ++s)
+      d[s] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * s], c[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(c[2 * s], c[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, e));
   }
 };
-
-// Up to 8 query rows' score accumulators, the key vector and a broadcast fit the 32 zmm registers
-// with room to spare; the 0.5B shape's group of 7 is one tile.
-constexpr int kScoreRows = 8;
 
 // 32 zmm registers: 16 accumulators (4 heads x 4 slices), 4 value slices, 4 weights. Seven heads
 // (the 0.5B shape's group) then take tiles of 4 and 3 heads; with 12 accumulators they took 3, 3
@@ -146,10 +135,9 @@ namespace kvlm::cpu {
 
 AttentionRowOps attention_row_ops_avx512(const KVCodec& codec) {
   AttentionRowOps ops = attention_row_ops_avx2(codec);
-  ops.keys_across = keys_across_simd;
-  ops.score_block = score_block_simd;
-  // The value loop steps by 16; other head dims keep the AVX2 / portable operations.
+  // Every loop here steps by 16; other head dims keep the AVX2 / portable operations.
   if (codec.head_dim() % 16 != 0) return ops;
+  ops.score_block = score_block_simd;
   ops.accumulate = accumulate_simd;
   use_row_decoders(codec, ops);
   return ops;

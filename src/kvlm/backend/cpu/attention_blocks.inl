@@ -3,10 +3,10 @@
 // attention_avx512.cpp, which first define
 //   KVLM_TARGET  the target attribute every function here carries, and
 //   struct Lanes 16 f32 lanes: zero, load, store, set1, fma, add, mul, and
-//                transpose16(k, i, out): out[c*16 + r] = k[r][i + c] for r, c < 16,
-//   kScoreRows   how many query rows the scores keep in registers, and
+//                reduce16(acc, out): out[r] = acc[r]'s lanes folded in halves, r < 16 (dot.h's
+//                fold, done for 16 accumulators at once by a transpose-and-add tree), and
 //   kValueTile   how many 16-lane accumulators the value loop keeps in registers.
-// The value loop needs head_dim % 16 == 0 (attention_row_ops falls back to portable otherwise).
+// All of them need head_dim % 16 == 0 (attention_row_ops falls back to portable otherwise).
 #include <algorithm>
 
 #define KVLM_UNROLL _Pragma("GCC unroll 16")
@@ -14,45 +14,21 @@
 namespace kvlm::cpu {
 namespace {
 
-// kt[i*kKeyBlock + r] = k[r][i]: 16 elements of the 16 keys at a time by Lanes::transpose16, the
-// elements past the last whole 16 one by one.
-KVLM_TARGET void keys_across_simd(const float* const* k, int d, float* kt) {
-  int i = 0;
-  for (; i + 16 <= d; i += 16) Lanes::transpose16(k, i, kt + size_t(i) * kKeyBlock);
-  for (; i < d; ++i)
-    for (int r = 0; r < kKeyBlock; ++r) kt[size_t(i) * kKeyBlock + size_t(r)] = k[r][i];
-}
-
-// H query rows against the block: each row's 16 scores are one accumulator, its chains running
-// side by side so that they hide the fma latency; each key element is loaded once for all H.
-template <int H>
-KVLM_TARGET void score_rows(const float* q, int d, const float* kt, float scale, float* s, size_t stride) {
-  Lanes acc[H];
-  KVLM_UNROLL for (int h = 0; h < H; ++h) acc[h] = Lanes::zero();
-  for (int i = 0; i < d; ++i) {
-    const Lanes k = Lanes::load(kt + size_t(i) * kKeyBlock);
-    KVLM_UNROLL for (int h = 0; h < H; ++h) acc[h] = Lanes::fma(Lanes::set1(q[size_t(h) * size_t(d) + size_t(i)]), k, acc[h]);
-  }
-  KVLM_UNROLL for (int h = 0; h < H; ++h) Lanes::mul(acc[h], Lanes::set1(scale)).store(s + size_t(h) * stride);
-}
-
-// score_rows for n <= kScoreRows rows.
-template <int H = kScoreRows>
-KVLM_TARGET void score_rows_n(int n, const float* q, int d, const float* kt, float scale, float* s, size_t stride) {
-  if constexpr (H > 0) {
-    if (n == H) return score_rows<H>(q, d, kt, scale, s, stride);
-    score_rows_n<H - 1>(n, q, d, kt, scale, s, stride);
-  }
-}
-
-// The group's rows in tiles of at most kScoreRows, as even as they come (7 rows with room for 6:
-// 4 and 3, not 6 and a lone row whose one chain waits on every fma).
-KVLM_TARGET void score_block_simd(const float* q, int group, int d, const float* kt, float scale, float* s,
-                                  size_t stride) {
-  for (int g = 0, tiles = (group + kScoreRows - 1) / kScoreRows; tiles > 0; --tiles) {
-    const int n = (group - g + tiles - 1) / tiles;
-    score_rows_n(n, q + size_t(g) * size_t(d), d, kt, scale, s + size_t(g) * stride, stride);
-    g += n;
+// Each of the kKeyBlock scores is one 16-lane fma accumulator over the head dim (cpu::dot's
+// order); the 16 accumulators of a head stay in registers and are folded together.
+KVLM_TARGET void score_block_simd(const float* q, int group, int d, const float* const* k, int,
+                                  float scale, float* s, size_t stride) {
+  for (int g = 0; g < group; ++g) {
+    const float* qg = q + size_t(g) * size_t(d);
+    Lanes acc[kKeyBlock];
+    KVLM_UNROLL for (int r = 0; r < kKeyBlock; ++r) acc[r] = Lanes::zero();
+    for (int i = 0; i < d; i += 16) {
+      const Lanes qi = Lanes::load(qg + i);
+      KVLM_UNROLL for (int r = 0; r < kKeyBlock; ++r) acc[r] = Lanes::fma(qi, Lanes::load(k[r] + i), acc[r]);
+    }
+    alignas(64) float dots[kKeyBlock];
+    Lanes::reduce16(acc, dots);
+    Lanes::mul(Lanes::load(dots), Lanes::set1(scale)).store(s + size_t(g) * stride);
   }
 }
 

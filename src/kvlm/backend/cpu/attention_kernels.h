@@ -1,16 +1,15 @@
 #pragma once
 // The pieces of CPU attention over codec rows (attention.cpp puts them together):
 //  - AttentionRowOps, the work that differs by ISA: decode a key row, decode a value row into
-//    the codec's value domain, lay a block of kKeyBlock decoded keys across lanes, score that
-//    block against a group of query heads, add a block of weighted value rows into a group of
-//    accumulators. The SIMD versions perform the same operations as the portable ones (one chain
-//    of fmas per score, key_score's; one fma per value element and row; exact widenings), so they
-//    are bit-identical and the ISA never changes a result;
+//    the codec's value domain, score a block of kKeyBlock decoded keys against a group of query
+//    heads, add a block of weighted value rows into a group of accumulators. The SIMD versions
+//    perform the same operations as the portable ones (cpu::dot's lane order and fold; one fma
+//    per value element and row; exact widenings), so they are bit-identical
+//    and the ISA never changes a result;
 //  - attention_chunk: one query token's heads that share a kv head, against a run of keys;
 //  - attention_reference: the plain algorithm (every row decoded through the codec, one softmax
 //    over all keys) that the chunked kernel is tested against.
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -21,19 +20,9 @@
 
 namespace kvlm::cpu {
 
-// Keys and values are processed in blocks of this many rows: a block's keys laid across the lanes
-// of one 16-lane vector, every query head's 16 scores accumulate in one register.
+// Keys and values are processed in blocks of this many rows: one 16-lane dot accumulator per
+// key fills the registers, and the 16 accumulators fold together into one vector of scores.
 inline constexpr int kKeyBlock = 16;
-
-// The score of key k for query q: one chain of fused multiply-adds from element 0 to d-1 (k's
-// elements `stride` floats apart), started at +0, then times scale. As linear layers reduce along
-// their input (docs/decisions.md): with the keys across lanes, every query row reads each key
-// element once as a broadcast and no lanes are folded.
-inline float key_score(const float* q, const float* k, int d, size_t stride, float scale) {
-  float s = 0.0f;
-  for (int i = 0; i < d; ++i) s = std::fma(q[i], k[size_t(i) * stride], s);
-  return s * scale;
-}
 
 struct CodePath;  // attention_codes.h
 struct QueryCodes;
@@ -44,13 +33,11 @@ struct AttentionRowOps {
   const float* (*key)(const KVCodec& codec, const uint8_t* row, float* buf);
   // The value row in the codec's value domain, as KVCodec::decode_value_row_rotated; same rule.
   const float* (*value)(const KVCodec& codec, const uint8_t* row, float* buf);
-  // kt[i*kKeyBlock + r] = k[r][i] for r < kKeyBlock, i < d: a block's keys across lanes, laid out
-  // once for every query that scores the block. All kKeyBlock pointers must be readable rows.
-  void (*keys_across)(const float* const* k, int d, float* kt);
-  // s[g*stride + r] = key_score(q + g*d, kt + r, d, kKeyBlock, scale) for g < group and every
-  // r < kKeyBlock (stride >= kKeyBlock; the caller ignores scores past the rows it has).
-  void (*score_block)(const float* q, int group, int d, const float* kt, float scale, float* s,
-                      size_t stride);
+  // s[g*stride + r] = dot(q + g*d, k[r], d) * scale for g < group, r < rows (cpu::dot's bits).
+  // All kKeyBlock pointers must be readable rows and stride >= kKeyBlock: SIMD versions score
+  // and store the whole block, the caller ignores scores past `rows`.
+  void (*score_block)(const float* q, int group, int d, const float* const* k, int rows,
+                      float scale, float* s, size_t stride);
   // acc[g*d + i] = fma(w[g*stride + r], v[r][i], acc[g*d + i]) for r = 0 .. rows-1 in order,
   // for g < group, i < d.
   void (*accumulate)(float* acc, int group, int d, const float* w, size_t stride,
@@ -58,9 +45,9 @@ struct AttentionRowOps {
 };
 
 AttentionRowOps attention_row_ops_portable(const KVCodec& codec);
-// The AVX2 (+F16C, FMA) operations for the codec; portable ones where a codec has no AVX2 decoder
-// (MLX affine 6-bit) or the head dim is not a multiple of 8, and the portable value kernel for
-// head dims not a multiple of 16. Needs a CPU with AVX2, FMA and F16C.
+// The AVX2 (+F16C, FMA) operations for the codec; portable decoders where a codec has no AVX2
+// one (MLX affine 6-bit, head dims not a multiple of 8), portable block kernels for head dims
+// not a multiple of 16. Needs a CPU with AVX2, FMA and F16C.
 AttentionRowOps attention_row_ops_avx2(const KVCodec& codec);
 // attention_row_ops_avx2 with AVX-512 block kernels. Needs AVX-512 F/BW/VL/DQ.
 AttentionRowOps attention_row_ops_avx512(const KVCodec& codec);
@@ -107,7 +94,7 @@ struct ChunkResult {
   float* l;
 };
 
-// Scores s_j = key_score(q_g, k_j) for keys begin .. end-1 (in position order),
+// Scores s_j = dot(q_g, k_j) * scale for keys begin .. end-1 (cpu::dot, in position order),
 // their softmax, and the weighted sum of the value rows. q holds `group` rows of head_dim floats.
 // `scratch` is resized as needed (a caller reuses it across chunks).
 void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVRows& rows,

@@ -1,7 +1,7 @@
 #pragma once
-// The reduction order of the CPU kernels' dot products (DESIGN.md §1, §5): RMSNorm's sum of
-// squares. (Linear layers reduce along the input instead, cpu/panels.h, and attention scores
-// along the head dim, attention_kernels.h's key_score.) A dot
+// The reduction order of the CPU kernels' dot products (DESIGN.md §1, §5): attention scores and
+// RMSNorm's sum of squares, and with b = 1 attention's softmax sums (vector_math's sum_lanes).
+// (Linear layers reduce along the input instead, cpu/panels.h.) A dot
 // product of length n runs 16 lanes: lane k accumulates fma(a[i+k], b[i+k], acc[k]) over
 // consecutive blocks of 16, the last partial block padded with zeros in both operands; the lanes
 // then fold in halves (k += k+8, k += k+4, k += k+2, k += k+1). The order depends only on n, so a
