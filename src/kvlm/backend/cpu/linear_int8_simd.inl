@@ -61,13 +61,14 @@ KVLM_TARGET KVLM_INLINE Vec int8_params(const uint8_t* p, DType dtype) {
 // vCPUs sit on separate cores. Zen 4 host, 1 GB of copies, the two hints alternating in one
 // process, 16 rounds, q4 and q8 at 4864 x 896, 896 x 4864 and 1152 x 896: a pool of one thread
 // 19.6-23.5 -> 23.2-28.3 GB/s (faster in 6 of 6; no prefetch at all 18.1-29.1), two threads on
-// one core 24.2-32.1 -> 25.1-33.4 (6 of 6). The C++ batch tiles keep prefetcht0 (at 8 tokens
-// each block is read for 8 tokens, and L2 cost them 1-2% on a Zen 5 host); the AVX-512 hand tile
-// fetches into L2 (kernels_avx512.cpp says why).
+// one core 24.2-32.1 -> 25.1-33.4 (6 of 6). Batches fetch into L2 (prefetcht1), as the AVX-512
+// hand tile does (kernels_avx512.cpp): with prefetcht0 their lines waited on memory. The AVX2
+// tiles on the Zen 4 host, the binaries alternating (3 and 2 rounds): 0.5B q8 at 8 sequences
+// 205-227 -> 229-251 tok/s (linears 32.0-34.7 -> 28.7-31.3 ms a step), q4 345-360 -> 367-384.
 template <int NT>
 KVLM_INLINE void int8_prefetch(const uint8_t* p) {
   if constexpr (NT == 1) __builtin_prefetch(p, 0, 0);
-  else __builtin_prefetch(p);
+  else __builtin_prefetch(p, 0, 2);
 }
 
 // int8_tile of 2 tiles x 8 tokens on an ISA's hand-scheduled tile (I8::tile_2x8), which reads
