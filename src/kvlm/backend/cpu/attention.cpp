@@ -65,8 +65,14 @@ constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable
 // Rows are read once and little work is done per byte, so each pass over a chunk's keys or values
 // fetches the block kFetchBlocks ahead of the one it computes on (the hardware prefetcher alone
 // left the 2-byte codecs waiting on memory at long context). One block ahead or three, or the
-// first blocks fetched before a pass starts, were slower (AttentionFromMemory).
+// first blocks fetched before a pass starts, were slower (AttentionFromMemory). The fetches go to
+// L2 (prefetcht1): into L1 they were limited by its few outstanding misses, and a cold KV read at
+// 13-15 GB/s on the Zen 4 host (AttentionFromMemory/128/8/64 94 -> 68 us with L2).
 constexpr int64_t kFetchBlocks = 2;
+
+void fetch_row(const uint8_t* row, size_t bytes) {
+  for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+}
 
 // Points row[r] at rows first .. first+count-1 (count <= kKeyBlock) of a chunk whose row
 // addresses are `at`, and fetches the rows kFetchBlocks blocks further on (below `end`).
@@ -74,8 +80,7 @@ void block_rows(const uint8_t* const* at, size_t bytes, int64_t first, int count
                 const uint8_t** row) {
   for (int r = 0; r < count; ++r) {
     const int64_t ahead = first + kFetchBlocks * kKeyBlock + r;
-    if (ahead < end)
-      for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(at[ahead] + b);
+    if (ahead < end) fetch_row(at[ahead], bytes);
     row[r] = at[first + r];
   }
 }
@@ -158,7 +163,7 @@ void attention_chunk(const AttentionRowOps& ops, const KVCodec& codec, const KVR
     // Past the keys' end the fetches run on into the values, so the value pass starts warm.
     for (int64_t r = std::max<int64_t>(0, j + kFetchBlocks * kKeyBlock - n_max);
          r < std::min(n_max, j + (kFetchBlocks + 1) * kKeyBlock - n_max); ++r)
-      for (size_t b = 0; b < rows.value_bytes; b += 64) __builtin_prefetch(value_at[r] + b);
+      fetch_row(value_at[r], rows.value_bytes);
     for (size_t t = 0; t < queries.size(); ++t) {
       const ChunkQuery& cq = queries[t];
       if (j >= cq.end - begin) continue;
