@@ -65,10 +65,11 @@ constexpr AttentionRowOps kPortableOps = {portable_key, portable_value, portable
 
 // Rows are read once and little work is done per byte, so each pass over a chunk's keys or values
 // fetches the block kFetchBlocks ahead of the one it computes on (the hardware prefetcher alone
-// left the 2-byte codecs waiting on memory at long context). One block ahead or three, or the
-// first blocks fetched before a pass starts, were slower (AttentionFromMemory). The fetches go to
-// L2 (prefetcht1): into L1 they were limited by its few outstanding misses, and a cold KV read at
-// 13-15 GB/s on the Zen 4 host (AttentionFromMemory/128/8/64 94 -> 68 us with L2).
+// left the 2-byte codecs waiting on memory at long context). The fetches go to L2 (prefetcht1):
+// into L1 they were held to its few outstanding misses, and a cold KV read at 13-15 GB/s on the
+// Zen 4 host (AttentionFromMemory/128/8/64 94 -> 68 us with L2). One block ahead was no faster,
+// three or four slower (also at a 4096-token context), and fetching the first blocks before a
+// pass starts paid nothing.
 constexpr int64_t kFetchBlocks = 2;
 
 void fetch_row(const uint8_t* row, size_t bytes) {
