@@ -458,7 +458,8 @@ BENCHMARK(AttentionOnPool)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicr
 // `past` + 1 tokens in disjoint blocks; each call attends over the next ones. Args: past,
 // sequences per call (ops::attention_batch), then the pool's MB of keys (as many of values): 64,
 // from memory; 8, from the 32 MB L3 (every sequence fits it); 0, every call on the first
-// sequences, warm in L1/L2.
+// sequences, warm in L1/L2. A 4096-token context (4 MB of keys and values per sequence, warm only
+// in L3 with 0) shows where long-context decode goes.
 void AttentionFromMemory(benchmark::State& state) {
   const int64_t tokens = state.range(0) + 1, kBlock = 16, per_seq = (tokens + kBlock - 1) / kBlock;
   const size_t batch = size_t(state.range(1));
@@ -486,7 +487,13 @@ void AttentionFromMemory(benchmark::State& state) {
     benchmark::DoNotOptimize(ops::attention_batch(seqs, p));
   }
 }
-BENCHMARK(AttentionFromMemory)->ArgsProduct({{128, 1024}, {1, 8}, {0, 8, 64}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(AttentionFromMemory)
+    ->ArgsProduct({{128, 1024}, {1, 8}, {0, 8, 64}})
+    ->Args({4096, 1, 0})
+    ->Args({4096, 1, 64})
+    ->Args({4096, 8, 64})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // One token from a row of logits (a single thread). Args: 0 greedy, 1 temperature 0.8 with top-p
 // 0.9 and top-k 40; the vocabulary (32000, or 151936 as Qwen's).
