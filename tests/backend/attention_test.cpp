@@ -11,7 +11,7 @@
 #include "int8_test_util.h"
 #include "kvlm/backend/cpu/attention_codes.h"
 #include "kvlm/backend/cpu/attention_kernels.h"
-#include "kvlm/backend/cpu/isa.h"
+#include "kvlm/base/cpu_isa.h"
 #include "kvlm/backend/ops.h"
 #include "kvlm/base/error.h"
 #include "kvlm/base/thread_pool.h"

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "kvlm/backend/cpu/isa.h"
+#include "kvlm/base/cpu_isa.h"
 
 namespace kvlm::cpu {
 

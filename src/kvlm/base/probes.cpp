@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlm/base/cpu_isa.h"
 #include "kvlm/base/error.h"
 #include "kvlm/base/host_memory.h"
 #include "kvlm/base/thread_pool.h"
@@ -113,19 +114,18 @@ __attribute__((target("avx2"))) int32_t int8_loop_avx2(int64_t iters) {
   return _mm256_extract_epi16(s, 0);
 }
 
-bool has(const char* feature) {
-  __builtin_cpu_init();
-  if (!std::strcmp(feature, "avx512f")) return __builtin_cpu_supports("avx512f");
-  if (!std::strcmp(feature, "avx512vnni")) return __builtin_cpu_supports("avx512vnni");
-  if (!std::strcmp(feature, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return false;
-}
-
 volatile float g_sink_f;
 volatile int32_t g_sink_i;
 
-// Lanes of the widest vector unit the FMA loop runs on: 16 (AVX-512), 8 (AVX2), or 0 (no loop).
-int fma_lanes() { return has("avx512f") ? 16 : has("avx2") ? 8 : 0; }
+// Lanes of the vector unit the FMA loop runs on, the kernels' (cpu::cpu_isa(), so KVLM_CPU_ISA caps
+// it as it caps them): 16 (AVX-512), 8 (AVX2), or 0 (no loop).
+int fma_lanes() {
+  switch (cpu::cpu_isa()) {
+    case cpu::Isa::kAvx512: return 16;
+    case cpu::Isa::kAvx2: return 8;
+    default: return 0;
+  }
+}
 
 // The FMA loop on that unit; callers check that there is one.
 float fma_loop(int64_t iters) { return fma_lanes() == 16 ? fma_loop_avx512(iters) : fma_loop_avx2(iters); }
@@ -206,8 +206,13 @@ std::vector<double> probe_thread_speeds(ThreadPool& pool) {
   return speeds;
 }
 
-// Bytes per int8 instruction of the int8 loop this CPU runs: 64 (AVX-512 VNNI), 32 (AVX2), or 0.
-int int8_bytes() { return has("avx512vnni") ? 64 : has("avx2") ? 32 : 0; }
+// Bytes per int8 instruction of the int8 kernels' loop: 64 (AVX-512 VNNI), 32 (AVX2, also on an
+// AVX-512 CPU without VNNI), or 0.
+int int8_bytes() {
+  __builtin_cpu_init();
+  if (fma_lanes() == 16 && __builtin_cpu_supports("avx512vnni")) return 64;
+  return fma_lanes() > 0 ? 32 : 0;
+}
 
 const char* probe_int8_isa() {
   const int bytes = int8_bytes();

@@ -18,13 +18,14 @@ double probe_read_bandwidth(ThreadPool& pool, size_t bytes = size_t(1) << 30, in
 // 128 bytes is left out), and returns a value that depends on every byte read.
 uint64_t stream_read(const void* p, size_t bytes);
 
-// fp32 FMA peak in FLOP/s (one FMA = 2 FLOPs) over all threads of `pool`, with the widest vector
-// unit this CPU has (AVX-512 or AVX2).
+// fp32 FMA peak in FLOP/s (one FMA = 2 FLOPs) over all threads of `pool`, on the vector unit the
+// kernels use (cpu::cpu_isa(): AVX-512 or AVX2, capped by KVLM_CPU_ISA as the kernels are).
 double probe_fma_peak(ThreadPool& pool);
 
 // int8 dot-product peak in OP/s (one u8×s8 multiply-add = 2 OPs) over all threads of `pool`, with
-// the instructions of the int8 kernels on this CPU (probe_int8_isa): AVX-512 VNNI's vpdpbusd, else
-// AVX2's vpmaddubsw with an int16 add (32 products per pair); 0 without AVX2.
+// the instructions the int8 kernels use (probe_int8_isa; cpu::cpu_isa() chooses, as for them):
+// AVX-512 VNNI's vpdpbusd, else AVX2's vpmaddubsw with an int16 add (32 products per pair); 0
+// without AVX2.
 double probe_int8_peak(ThreadPool& pool);
 
 // The instructions probe_int8_peak used: "avx512vnni", "avx2" or "none".

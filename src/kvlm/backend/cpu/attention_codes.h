@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "kvlm/backend/cpu/attention_kernels.h"
-#include "kvlm/backend/cpu/isa.h"
+#include "kvlm/base/cpu_isa.h"
 #include "kvlm/quant/kv_codec.h"
 
 namespace kvlm::cpu {

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kvlm/backend/cpu/isa.h"
+#include "kvlm/base/cpu_isa.h"
 
 namespace kvlm::cpu {
 

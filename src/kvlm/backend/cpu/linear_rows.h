@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "kvlm/backend/cpu/isa.h"
+#include "kvlm/base/cpu_isa.h"
 #include "kvlm/backend/ops.h"
 
 namespace kvlm::cpu {

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kvlm/backend/cpu/isa.h"
+#include "kvlm/base/cpu_isa.h"
 
 namespace kvlm::cpu {
 

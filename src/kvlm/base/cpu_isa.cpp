@@ -1,4 +1,4 @@
-#include "kvlm/backend/cpu/isa.h"
+#include "kvlm/base/cpu_isa.h"
 
 #include <cstdlib>
 #include <cstring>
