@@ -15,7 +15,7 @@ namespace kvlm::cpu {
 
 void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Acts& a, int64_t t, int64_t g0,
                                 int64_t g1) {
-  const int64_t G = group_size, groups = a.groups;
+  const int64_t G = group_size;
   const int32_t mid = 1 << (bits - 1);
   int8_t* q = a.q.data() + t * a.in;
   for (int64_t g = g0; g < g1; ++g) {
@@ -24,8 +24,7 @@ void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Ac
     std::copy(xg, xg + kDotLanes, lanes);
     for (int64_t c = kDotLanes; c < G; c += kDotLanes)
       for (int64_t k = 0; k < kDotLanes; ++k) lanes[k] += xg[c + k];
-    const size_t at = size_t(t * groups + g);
-    a.sx[at] = fold_lanes(lanes);
+    a.sx(t, g) = fold_lanes(lanes);
     const Int8Scale sc = int8_group_scale(xg, G);
     if (sc.d == 0.0f) {
       a.clear_group(t, g);
@@ -37,23 +36,20 @@ void quantize_int8_row_portable(const float* x, int group_size, int bits, Int8Ac
       q[int8_act_index(g * G + i, bits)] = v;
       sum += v;
     }
-    a.base[at] = -mid * sum;
-    a.d[at] = sc.d;
+    a.base(t, g) = -mid * sum;
+    a.d(t, g) = sc.d;
   }
 }
 
 Int8Acts::Int8Acts(int64_t T, int64_t width, int group_size, int code_bits)
     : in(width), groups(width / group_size), bits(code_bits) {
-  // The codes first, then d, sx and base from the next cache line.
-  const size_t codes = size_t(T * in), params = size_t(T * groups);
+  // The codes first, then the scalars from the next cache line.
+  const size_t codes = size_t(T * in), tiles = size_t((T + 7) / 8 * groups);
   const size_t codes_bytes = (codes + 63) / 64 * 64;
-  static_assert(sizeof(float) == sizeof(int32_t));
-  storage_ = std::make_unique_for_overwrite<std::byte[]>(codes_bytes + 3 * params * sizeof(float));
+  storage_ = std::make_unique_for_overwrite<std::byte[]>(codes_bytes + tiles * sizeof(Int8TokenGroup));
   std::byte* p = storage_.get();
   q = {reinterpret_cast<int8_t*>(p), codes};
-  d = {reinterpret_cast<float*>(p + codes_bytes), params};
-  sx = {d.data() + params, params};
-  base = {reinterpret_cast<int32_t*>(sx.data() + params), params};
+  scalars = {reinterpret_cast<Int8TokenGroup*>(p + codes_bytes), tiles};
 }
 
 Int8Acts quantize_int8_acts(Isa isa, const float* x, int64_t T, int64_t in, int group_size, int bits) {
@@ -138,9 +134,8 @@ void linear_int8_portable(const LinearRows& job, const Int8Acts& acts) {
             P += (int32_t((word >> (c * bits)) & mask) - m) * int32_t(q[int8_act_index(i, bits)]);
           }
         }
-        const size_t at = size_t(t * groups + g);
-        y = std::fma(b + s * float(m), acts.sx[at], y);
-        y = std::fma(s * acts.d[at], float(P), y);
+        y = std::fma(b + s * float(m), acts.sx(t, g), y);
+        y = std::fma(s * acts.d(t, g), float(P), y);
       }
       job.y[t * job.ldy + r] = y;
     }

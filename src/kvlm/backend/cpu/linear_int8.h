@@ -107,37 +107,48 @@ Int8Group quantize_int8_group(const float* x, int64_t n, Store store) {
   return g;
 }
 
-// The quantized activations of T token rows for one weight's group size and code width, zeroed
-// by the constructor. The four arrays share one allocation: a decode step quantizes activations
-// about a hundred times, and the larger arrays went through the allocator's slow path.
-// Uninitialised when made: the quantizer writes every code and parameter of every group.
+// One group's activation scalars of 8 consecutive tokens, side by side: the layout Int8Acts keeps
+// them in, which an ISA's hand-scheduled int8 tile reads as it is.
+struct Int8TokenGroup {
+  float d[8], sx[8];
+  int32_t base[8];
+};
+
+// The quantized activations of T token rows for one weight's group size and code width. The codes
+// and the scalars share one allocation: a decode step quantizes activations about a hundred
+// times, and the larger arrays went through the allocator's slow path. Uninitialised when made:
+// the quantizer writes every code and scalar of every group.
 struct Int8Acts {
   Int8Acts(int64_t T, int64_t width, int group_size, int bits);
+
+  // Token t's scalars of group g: its d_g, sx_g and base (-m * the group's sum of xq_i: started
+  // from it, the SIMD kernels' sums of code_i * xq_i are the P_g of the formula).
+  float& d(int64_t t, int64_t g) { return scalars_of(t, g).d[t % 8]; }
+  float& sx(int64_t t, int64_t g) { return scalars_of(t, g).sx[t % 8]; }
+  int32_t& base(int64_t t, int64_t g) { return scalars_of(t, g).base[t % 8]; }
+  float d(int64_t t, int64_t g) const { return scalars_of(t, g).d[t % 8]; }
+  float sx(int64_t t, int64_t g) const { return scalars_of(t, g).sx[t % 8]; }
+  int32_t base(int64_t t, int64_t g) const { return scalars_of(t, g).base[t % 8]; }
+  // The scalars of tokens t .. t+7 (t a multiple of 8), group after group.
+  const Int8TokenGroup* token_tile(int64_t t) const { return scalars.data() + t / 8 * groups; }
 
   // An all-zero group g of token t: zero codes, d and base (its sx is 0 as well).
   void clear_group(int64_t t, int64_t g) {
     const int64_t G = in / groups;
     std::fill_n(q.data() + t * in + g * G, G, int8_t(0));
-    d[size_t(t * groups + g)] = 0.0f;
-    base[size_t(t * groups + g)] = 0;
+    d(t, g) = 0.0f;
+    base(t, g) = 0;
   }
 
-  std::span<int8_t> q;      // [T, in]: token t's xq_i at q[t * in + int8_act_index(i)]
-  std::span<float> d, sx;   // [T, groups]
-  std::span<int32_t> base;  // [T, groups]: -m * (the group's sum of xq_i): started from it, the
-                            // SIMD kernels' sums of code_i * xq_i are the P_g of the formula
+  std::span<int8_t> q;                  // [T, in]: token t's xq_i at q[t * in + int8_act_index(i)]
+  std::span<Int8TokenGroup> scalars;    // [ceil(T / 8), groups]
   int64_t in = 0, groups = 0;
   int bits = 0;  // of the weights they are for: 4-bit rows keep int8_act_index's order
 
  private:
+  Int8TokenGroup& scalars_of(int64_t t, int64_t g) { return scalars[size_t(t / 8 * groups + g)]; }
+  const Int8TokenGroup& scalars_of(int64_t t, int64_t g) const { return scalars[size_t(t / 8 * groups + g)]; }
   std::unique_ptr<std::byte[]> storage_;
-};
-
-// One group's activation scalars of 8 consecutive tokens, side by side: the layout an ISA's
-// hand-scheduled int8 tile reads (linear_int8_simd.inl builds them once per token block).
-struct Int8TokenGroup {
-  float d[8], sx[8];
-  int32_t base[8];
 };
 
 // Quantizes groups g0 .. g1-1 of token t of `a` from x, that token's `in` values (groups are

@@ -16,7 +16,6 @@
 //               it computes).
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "kvlm/backend/cpu/cpu_kernels.h"
 #include "kvlm/backend/cpu/linear_int8.h"
@@ -32,9 +31,6 @@ struct Int8Job {
   const Int8Acts* acts;
   float* y;  // output row r of token t at y[t * ldy + r - r0]
   int64_t ldy, r0;
-  // With I8::kHandTile: the scalars of the token tiles of 8 from token tokens_t0 on, [tile][group].
-  const Int8TokenGroup* tokens = nullptr;
-  int64_t tokens_t0 = 0;
 };
 
 // 16 scales or biases of a tile (f32, f16 or bf16) as f32.
@@ -71,9 +67,9 @@ KVLM_INLINE void int8_prefetch(const uint8_t* p) {
   else __builtin_prefetch(p, 0, 2);
 }
 
-// int8_tile of 2 tiles x 8 tokens on an ISA's hand-scheduled tile (I8::tile_2x8), which reads
-// the tokens' scalars from j.tokens: the same values and the same float operations in the same
-// order as int8_tile.
+// int8_tile of 2 tiles x 8 tokens from token t (a multiple of 8) on an ISA's hand-scheduled tile
+// (I8::tile_2x8), which reads the tokens' scalars where Int8Acts keeps them: the same values and
+// the same float operations in the same order as int8_tile.
 template <int kBits, class Ops>
 KVLM_TARGET void int8_hand_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int64_t ahead, Vec (&out)[2][8]) {
   const Int8Acts& a = *j.acts;
@@ -88,7 +84,7 @@ KVLM_TARGET void int8_hand_tile(const Int8Job& j, const uint8_t* tile, int64_t t
   io.skip = j.group_bytes - io.code_bytes;
   io.ahead = ahead;
   io.tile_end = tile + j.tile_bytes;
-  const Int8TokenGroup* tokens = j.tokens + (t - j.tokens_t0) / 8 * j.groups;
+  const Int8TokenGroup* tokens = a.token_tile(t);
   const Int8TokenGroup* end = tokens + j.groups;
   const auto run = [&]<int kParams>() {
     if (ahead) Ops::template tile_2x8<kBits, true, kParams>(io, tile, j.tile_bytes, tokens, end);
@@ -101,21 +97,6 @@ KVLM_TARGET void int8_hand_tile(const Int8Job& j, const uint8_t* tile, int64_t t
   }
   KVLM_UNROLL for (int i = 0; i < 2; ++i)
     KVLM_UNROLL for (int u = 0; u < 8; ++u) out[i][u] = Vec::load(io.F[i][u]);
-}
-
-// The scalars of tokens t0 .. t1-1's whole tiles of 8 in Int8TokenGroup's layout.
-inline void int8_token_groups(const Int8Acts& a, int64_t t0, int64_t t1, std::vector<Int8TokenGroup>& out) {
-  out.resize(size_t((t1 - t0) / 8 * a.groups));
-  for (int64_t t = t0; t + 8 <= t1; t += 8)
-    for (int64_t g = 0; g < a.groups; ++g) {
-      Int8TokenGroup& h = out[size_t((t - t0) / 8 * a.groups + g)];
-      for (int u = 0; u < 8; ++u) {
-        const size_t at = size_t((t + u) * a.groups + g);
-        h.d[u] = a.d[at];
-        h.sx[u] = a.sx[at];
-        h.base[u] = a.base[at];
-      }
-    }
 }
 
 template <int kBits, int NT, int NR>
@@ -138,9 +119,8 @@ KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int
     typename I8::Acc acc[NR][NT][kAccs];
     const int32_t* x[NT];
     KVLM_UNROLL for (int u = 0; u < NT; ++u) {
-      const int64_t at = (t + u) * a.groups + g;
       KVLM_UNROLL for (int i = 0; i < NR; ++i) {
-        acc[i][u][0] = I8::set1(a.base[size_t(at)]);
+        acc[i][u][0] = I8::set1(a.base(t + u, g));
         if constexpr (kAccs == 2) acc[i][u][1] = I8::zero();
       }
       x[u] = reinterpret_cast<const int32_t*>(a.q.data() + (t + u) * a.in) + g * j.words * (kBits == 4 ? 2 : 1);
@@ -184,10 +164,9 @@ KVLM_TARGET void int8_tile(const Int8Job& j, const uint8_t* tile, int64_t t, int
       const Vec s = int8_params(block[i] + code_bytes, j.params);
       const Vec b = Vec::add(int8_params(block[i] + code_bytes + 16 * esize, j.params), Vec::mul(s, m));
       KVLM_UNROLL for (int u = 0; u < NT; ++u) {
-        const size_t at = size_t((t + u) * a.groups + g);
-        F[i][u] = Vec::fma(b, Vec::set1(a.sx[at]), F[i][u]);
+        F[i][u] = Vec::fma(b, Vec::set1(a.sx(t + u, g)), F[i][u]);
         const typename I8::Acc P = kAccs == 2 ? I8::add(acc[i][u][0], acc[i][u][kAccs - 1]) : acc[i][u][0];
-        F[i][u] = Vec::fma(Vec::mul(s, Vec::set1(a.d[at])), I8::to_float(P), F[i][u]);
+        F[i][u] = Vec::fma(Vec::mul(s, Vec::set1(a.d(t + u, g))), I8::to_float(P), F[i][u]);
       }
     }
   }
@@ -245,16 +224,11 @@ KVLM_TARGET void linear_int8_simd_bits(const LinearRows& job, const Int8Acts& ac
   // Prefetch distance along the tiles' stream: 8 KB rather than 2 KB read the 0.5B shape's decode
   // linears at 3.1-3.6 instead of 3.5-4.9 ms per token (q4, five interleaved rounds; q8 likewise).
   constexpr int64_t kBlockBytes = 384 * 1024, kAheadBytes = 8192;
-  const int64_t block = std::max<int64_t>(I8::kTileTokens, kBlockBytes / acts.in);
+  // Whole token tiles, so that each tile starts at a multiple of its size (the hand tile's scalars).
+  const int64_t block = std::max<int64_t>(1, kBlockBytes / acts.in / I8::kTileTokens) * I8::kTileTokens;
   const int64_t first_tile = job.r0 / kInt8TileRows, end = job.r0 + job.R;
   for (int64_t t = 0; t < job.T; t += block) {
     const int64_t t1 = std::min(job.T, t + block);
-    if constexpr (I8::kHandTile) {
-      thread_local std::vector<Int8TokenGroup> tokens;
-      int8_token_groups(acts, t, t1, tokens);
-      j.tokens = tokens.data();
-      j.tokens_t0 = t;
-    }
     for (int64_t tile = first_tile; tile * kInt8TileRows < end;) {
       const int64_t first = tile * kInt8TileRows, lo = std::max(first, job.r0);
       const uint8_t* at = j.tiles + tile * j.tile_bytes;
@@ -284,8 +258,7 @@ KVLM_TARGET void quantize_int8_row_simd(const float* x, int group_size, int bits
     const float* xg = x + g * G;
     Vec lanes = Vec::load(xg);
     for (int64_t c = kDotLanes; c < G; c += kDotLanes) lanes = Vec::add(lanes, Vec::load(xg + c));
-    const size_t at = size_t(t * a.groups + g);
-    a.sx[at] = Vec::fold(lanes);
+    a.sx(t, g) = Vec::fold(lanes);
     const Int8Scale sc = int8_scale_of(I8::amax(xg, G));
     if (sc.d == 0.0f) {
       a.clear_group(t, g);
@@ -300,8 +273,8 @@ KVLM_TARGET void quantize_int8_row_simd(const float* x, int group_size, int bits
       I8::store_codes(r, q + g * G + c, bits == 4);
       codes = Vec::add(codes, r);
     }
-    a.base[at] = -mid * int32_t(Vec::fold(codes));
-    a.d[at] = sc.d;
+    a.base(t, g) = -mid * int32_t(Vec::fold(codes));
+    a.d(t, g) = sc.d;
   }
 }
 
