@@ -19,6 +19,7 @@
 
 #include "kvlm/backend/cpu/attention_kernels.h"
 #include "kvlm/backend/cpu/linear_int8.h"
+#include "kvlm/backend/cpu/linear_rows.h"
 #include "kvlm/base/half.h"
 #include "kvlm/base/probes.h"
 #include "kvlm/base/thread_pool.h"
@@ -134,6 +135,16 @@ void QuantizeInt8(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(cpu::quantize_int8_acts(cpu::cpu_isa(), x.data<float>(), 1, in, 64, 4));
 }
 BENCHMARK(QuantizeInt8)->Arg(896)->Arg(4864)->Unit(benchmark::kMicrosecond);
+
+// The exact path's packing of a batch's activations into the AVX-512 panels' 8-token groups, once
+// per linear call (all pool threads; 8 tokens are one group, packed by the caller). Args: width
+// (the bundled model's 384, the 0.5B shape's 896 and 4864), tokens.
+void PackX(benchmark::State& state) {
+  const int64_t in = state.range(0), T = state.range(1);
+  const Tensor x = random_f32({T, in}, 13);
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::pack_x(x.data<float>(), T, in, 8));
+}
+BENCHMARK(PackX)->ArgsProduct({{384, 896, 4864}, {8, 16}})->Unit(benchmark::kMicrosecond);
 
 
 // One decode token through the 0.5B shape's q/k/v projections (896 x 896, 128 x 896, 128 x 896;
