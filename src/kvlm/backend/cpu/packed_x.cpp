@@ -67,7 +67,10 @@ PackedX pack_x(const float* x, int64_t T, int64_t in, int tokens) {
   p.group = in * tokens;
   const int64_t groups = (T + tokens - 1) / tokens;
   p.data.reset(new float[size_t(groups * p.group)]);
-  ops::thread_pool().parallel_for(size_t(groups), 1, [&](size_t b, size_t e) {
+  // Pieces of at least 64K values: a pool round costs more than packing a few small groups (16
+  // tokens of 384 inputs: 0.87 us on two threads, 0.19 us a group).
+  const size_t grain = size_t(std::max<int64_t>(1, (int64_t(1) << 16) / p.group));
+  ops::thread_pool().parallel_for(size_t(groups), grain, [&](size_t b, size_t e) {
     for (int64_t g = int64_t(b); g < int64_t(e); ++g)
       pack_group(x + g * tokens * in, in, tokens, std::min<int64_t>(tokens, T - g * tokens),
                  p.data.get() + g * p.group);
