@@ -2,7 +2,8 @@
 # End-to-end test of `kvlm bench` on the bundled default model: every figure of the JSON report is
 # there and positive, each phase carries the probes taken around it (read bandwidth, the handoff
 # between threads and their relative speeds for concurrency 1, the FMA peak for prefill and
-# batches, and on the int8 path the int8 peak too), each limit is the higher of its two probes,
+# batches, and on the int8 path the int8 peak too; all of them on the instructions KVLM_CPU_ISA
+# leaves the kernels), each limit is the higher of its two probes,
 # --repeat reports the median of interleaved rounds, --profile accounts for the whole step,
 # bench/targets_table.js tabulates reports, and bad options name the problem. $1: the kvlm binary;
 # $2: the repository root.
@@ -92,6 +93,15 @@ for (const phase of [r.prefill, ...r.decode]) {
 }
 JS
 
+# The peak probes time what the kernels run: with KVLM_CPU_ISA=avx2 the AVX2 units, also on an
+# AVX-512 CPU.
+if grep -qw avx2 /proc/cpuinfo; then
+  KVLM_CPU_ISA=avx2 "$kvlm" bench "$tmp/q4" --prompt 8 --context 8 --decode 2 --concurrency 1 \
+    --json "$tmp/avx2.json" >"$tmp/out" 2>"$tmp/err" || fail "bench with KVLM_CPU_ISA=avx2 failed: $(cat "$tmp/err")"
+  node -e 'const p = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).probes;
+           require("assert")(p.fma_isa === "avx2" && p.int8_isa === "avx2" && p.int8_peak_gops > 0);' \
+    "$tmp/avx2.json" || fail "probes under KVLM_CPU_ISA=avx2: $(cat "$tmp/avx2.json")"
+fi
 # Without probes there are no limits to report against.
 "$kvlm" bench --prompt 8 --context 8 --decode 2 --concurrency 1 --no-probes >"$tmp/out" 2>&1 ||
   fail "bench --no-probes failed: $(cat "$tmp/out")"
