@@ -117,18 +117,20 @@ __attribute__((target("avx2"))) int32_t int8_loop_avx2(int64_t iters) {
 volatile float g_sink_f;
 volatile int32_t g_sink_i;
 
-// Lanes of the vector unit the FMA loop runs on, the kernels' (cpu::cpu_isa(), so KVLM_CPU_ISA caps
-// it as it caps them): 16 (AVX-512), 8 (AVX2), or 0 (no loop).
-int fma_lanes() {
-  switch (cpu::cpu_isa()) {
+// Lanes of the FMA loop on `isa`'s vector unit: 16 (AVX-512), 8 (AVX2), or 0 (no loop).
+int lanes_of(cpu::Isa isa) {
+  switch (isa) {
     case cpu::Isa::kAvx512: return 16;
     case cpu::Isa::kAvx2: return 8;
     default: return 0;
   }
 }
 
-// The FMA loop on that unit; callers check that there is one.
-float fma_loop(int64_t iters) { return fma_lanes() == 16 ? fma_loop_avx512(iters) : fma_loop_avx2(iters); }
+// The FMA peak's unit is the kernels' (cpu::cpu_isa(), so KVLM_CPU_ISA caps it as it caps them).
+int fma_lanes() { return lanes_of(cpu::cpu_isa()); }
+
+// The FMA loop of that many lanes; callers check that there is one.
+float fma_loop(int lanes, int64_t iters) { return lanes == 16 ? fma_loop_avx512(iters) : fma_loop_avx2(iters); }
 
 }  // namespace
 
@@ -188,16 +190,21 @@ double probe_handoff(ThreadPool& pool, int trips) {
 double probe_fma_peak(ThreadPool& pool) {
   const int lanes = fma_lanes();
   if (lanes == 0) return 0;
-  const double s = on_every_thread(pool, [&](size_t) { g_sink_f = fma_loop(kPeakIterations / 4); });
+  const double s = on_every_thread(pool, [&](size_t) { g_sink_f = fma_loop(lanes, kPeakIterations / 4); });
   return double(pool.size()) * double(kPeakIterations / 4) * 12 * lanes * 2 / s;
 }
 
 std::vector<double> probe_thread_speeds(ThreadPool& pool) {
-  if (fma_lanes() == 0) return {};
+  // Threads are compared with each other, not with a kernel: the widest loop this CPU runs.
+  using cpu::Isa;
+  const int lanes = lanes_of(cpu::isa_supported(Isa::kAvx512) ? Isa::kAvx512
+                             : cpu::isa_supported(Isa::kAvx2) ? Isa::kAvx2
+                                                              : Isa::kPortable);
+  if (lanes == 0) return {};
   std::vector<double> seconds(size_t(pool.size()), 0.0);
   pool.on_every_thread([&](int t) {
     const auto t0 = std::chrono::steady_clock::now();
-    g_sink_f = fma_loop(kPeakIterations / 8);
+    g_sink_f = fma_loop(lanes, kPeakIterations / 8);
     seconds[size_t(t)] = seconds_since(t0);
   });
   const double fastest = *std::min_element(seconds.begin(), seconds.end());

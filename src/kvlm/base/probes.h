@@ -40,7 +40,8 @@ const char* probe_int8_isa();
 double probe_handoff(ThreadPool& pool, int trips = 20000);
 
 // Each pool thread's FMA rate while every thread runs the FMA loop at once, as a fraction of the
-// fastest thread's (1 for it); empty without AVX2 (the loop's ISA). The 2-vCPU VM's vCPUs do not
+// fastest thread's (1 for it), on the widest unit the CPU has whatever KVLM_CPU_ISA says (threads
+// are compared with each other, not with a kernel); empty without AVX2 (the loop's ISA). The 2-vCPU VM's vCPUs do not
 // always run at one speed: for minutes at a time one of them computes 30-45% slower (the host's
 // other load, presumably), and then an op whose threads each hold one indivisible task (a decode
 // attention call at concurrency 1: one task per kv head) runs at the slower one's pace.
