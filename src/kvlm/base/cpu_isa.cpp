@@ -30,12 +30,22 @@ const char* isa_name(Isa isa) {
   return "?";
 }
 
-namespace {
-
-Isa choose_isa() {
+Isa widest_isa() {
   Isa best = Isa::kPortable;
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
     if (isa_supported(isa)) best = isa;
+  return best;
+}
+
+bool int8_uses_vnni(Isa isa) {
+  __builtin_cpu_init();
+  return isa == Isa::kAvx512 && __builtin_cpu_supports("avx512vnni");
+}
+
+namespace {
+
+Isa choose_isa() {
+  const Isa best = widest_isa();
   const char* cap = std::getenv("KVLM_CPU_ISA");
   if (cap == nullptr || *cap == '\0') return best;
   for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512})

@@ -196,10 +196,7 @@ double probe_fma_peak(ThreadPool& pool) {
 
 std::vector<double> probe_thread_speeds(ThreadPool& pool) {
   // Threads are compared with each other, not with a kernel: the widest loop this CPU runs.
-  using cpu::Isa;
-  const int lanes = lanes_of(cpu::isa_supported(Isa::kAvx512) ? Isa::kAvx512
-                             : cpu::isa_supported(Isa::kAvx2) ? Isa::kAvx2
-                                                              : Isa::kPortable);
+  const int lanes = lanes_of(cpu::widest_isa());
   if (lanes == 0) return {};
   std::vector<double> seconds(size_t(pool.size()), 0.0);
   pool.on_every_thread([&](int t) {
@@ -216,8 +213,7 @@ std::vector<double> probe_thread_speeds(ThreadPool& pool) {
 // Bytes per int8 instruction of the int8 kernels' loop: 64 (AVX-512 VNNI), 32 (AVX2, also on an
 // AVX-512 CPU without VNNI), or 0.
 int int8_bytes() {
-  __builtin_cpu_init();
-  if (fma_lanes() == 16 && __builtin_cpu_supports("avx512vnni")) return 64;
+  if (cpu::int8_uses_vnni(cpu::cpu_isa())) return 64;
   return fma_lanes() > 0 ? 32 : 0;
 }
 

@@ -145,8 +145,7 @@ std::optional<CodePath> code_path(const KVCodec& codec) {
 }
 
 KeyCodeKernels key_code_kernels(Isa isa) {
-  static const bool vnni = isa_supported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
-  if (isa == Isa::kAvx512 && vnni) return {prepare_key_codes_avx512, score_codes_avx512};
+  if (int8_uses_vnni(isa)) return {prepare_key_codes_avx512, score_codes_avx512};
   if (isa != Isa::kPortable) return {prepare_key_codes_portable, score_codes_avx2};
   return {prepare_key_codes_portable, score_codes_portable};
 }

@@ -143,14 +143,8 @@ void linear_int8_portable(const LinearRows& job, const Int8Acts& acts) {
 }
 
 Int8Kernels int8_kernels(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      __builtin_cpu_init();
-      if (__builtin_cpu_supports("avx512vnni")) return {linear_int8_avx512, quantize_int8_row_avx512};
-      [[fallthrough]];
-    case Isa::kAvx2: return {linear_int8_avx2, quantize_int8_row_avx2};
-    case Isa::kPortable: break;
-  }
+  if (int8_uses_vnni(isa)) return {linear_int8_avx512, quantize_int8_row_avx512};
+  if (isa != Isa::kPortable) return {linear_int8_avx2, quantize_int8_row_avx2};
   return {linear_int8_portable, quantize_int8_row_portable};
 }
 
